@@ -1,0 +1,28 @@
+"""jaxmb: recursive multibody dynamics in JAX, after Jain's Spatial Operator Algebra.
+
+Every function takes one state and is pure, so ``jax.jit``, ``jax.vmap`` and ``jax.grad`` compose with it.
+Conventions: spatial vectors angular first ``[w; v]``; quaternions ``[w, x, y, z]``; gravity is physical
+(``model.gravity``, default ``[0, 0, -9.81]``). See README.md and docs in each module.
+"""
+
+from jaxmb import joints, spatial
+from jaxmb.configuration import configuration_rate, integrate, neutral_configuration, random_configuration
+from jaxmb.dynamics.energy import center_of_mass, kinetic_energy, potential_energy, spatial_momentum, total_mass
+from jaxmb.dynamics.forward import forward_dynamics
+from jaxmb.dynamics.inverse import bias_forces, body_forces, gravity_forces, inverse_dynamics
+from jaxmb.dynamics.mass import composite_inertias, mass_matrix
+from jaxmb.errors import ModelError
+from jaxmb.kinematics import (
+    bias_accelerations,
+    body_velocities,
+    forward_kinematics,
+    frame_bias_acceleration,
+    frame_jacobian,
+    frame_poses,
+    frame_velocity,
+    jacobians,
+)
+from jaxmb.model import Model, ModelBuilder
+from jaxmb.spatial import Transform
+
+__version__ = "0.1.0"

@@ -1,0 +1,37 @@
+"""Energy, centre of mass and momentum of the whole tree (book (2.14), (2.16), Ex 4.1)."""
+
+import jax
+import jax.numpy as jnp
+
+from jaxmb.hinges import body_inertias
+from jaxmb.kinematics import body_velocities, forward_kinematics
+from jaxmb.spatial import kinetic_energy as _body_kinetic_energy
+from jaxmb.spatial import mv, phi, transform_point
+
+
+def kinetic_energy(model, q, qd):
+    """``1/2 sum_k V(k)* M(k) V(k)`` (2.14), equal to ``1/2 qd* M(q) qd``."""
+    return jnp.sum(_body_kinetic_energy(body_inertias(model), body_velocities(model, q, qd)))
+
+
+def potential_energy(model, q):
+    """Gravitational potential ``-sum_k m(k) g* c(k)`` with ``c(k)`` the world position of each body's com."""
+    c = transform_point(forward_kinematics(model, q), model.com)
+    return -jnp.sum(model.mass * (c @ model.gravity))
+
+
+def total_mass(model):
+    return jnp.sum(model.mass)
+
+
+def center_of_mass(model, q):
+    """World position (3,) of the centre of mass of all bodies."""
+    c = transform_point(forward_kinematics(model, q), model.com)
+    return jnp.sum(model.mass[:, None] * c, 0) / jnp.sum(model.mass)
+
+
+def spatial_momentum(model, q, qd):
+    """Total spatial momentum ``sum_k phi(world, k) M(k) V(k)`` (2.16-2.17), in world coordinates about the
+    world origin, angular first (6,)."""
+    h_body = mv(body_inertias(model), body_velocities(model, q, qd))
+    return jnp.sum(jax.vmap(phi)(forward_kinematics(model, q), h_body), 0)

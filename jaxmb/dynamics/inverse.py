@@ -1,0 +1,57 @@
+"""Newton-Euler inverse dynamics (book Alg 5.2 / 9.1, (9.10)) and the bias and gravity forces built on it."""
+
+import jax.numpy as jnp
+
+from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, hinge_motion, hinge_project, joint_poses
+from jaxmb.spatial import cross_force, cross_motion, mv, phi, phi_star
+from jaxmb.sweeps import down, up
+
+
+def _motion_step(parent, X_k, vJ_k, aJ_k):
+    V_parent, alpha_parent = parent
+    V = phi_star(X_k, V_parent) + vJ_k  # V(k) = phi*(parent, k) V(parent) + H*(k) qd(k)
+    a = cross_motion(V, vJ_k)  # a(k) = V(k) x H*(k) qd(k)
+    alpha = phi_star(X_k, alpha_parent) + aJ_k + a  # alpha(k) = phi* alpha(parent) + H* qdd + a(k)
+    return V, alpha
+
+
+def _force_step(f_children, X_k, f_k):
+    f = f_children + f_k  # f(k) = sum_children phi(k, j) f(j) + M(k) alpha(k) + b(k) - f_ext(k)
+    return phi(X_k, f), f
+
+
+def body_forces(model, q, qd, qdd, f_ext=None):
+    """Inter-body forces ``f(k)`` (nb, 6): the spatial force that the parent exerts on body k across joint k,
+    at the body origin in body coordinates, with gravity and external forces (5.42).
+
+    ``f_ext`` (nb, 6): external spatial forces on each body, body coordinates, about the body origin.
+    """
+    X = joint_poses(model, q)
+    H = hinge_map(model)
+    vJ, aJ = hinge_motion(model, H, qd), hinge_motion(model, H, qdd)
+    zero = jnp.zeros(6, X.p.dtype)
+    V, alpha = down(model.topology, _motion_step, (zero, base_acceleration(model)), X, vJ, aJ)
+    M = body_inertias(model)
+    f_body = mv(M, alpha) + cross_force(V, mv(M, V))  # M(k) alpha(k) + b(k),  b = V-bar M V
+    if f_ext is not None:
+        f_body = f_body - f_ext
+    return up(model.topology, _force_step, zero, X, f_body)
+
+
+def inverse_dynamics(model, q, qd, qdd, f_ext=None):
+    """Joint forces ``tau = M(q) qdd + C(q, qd) - J* f_ext`` (nv,), by Newton-Euler in O(N): ``T(k) = H(k) f(k)``.
+
+    Args: q (nq,), qd (nv,), qdd (nv,), f_ext (nb, 6) or None (body coordinates, about the body origins).
+    """
+    return hinge_project(model, hinge_map(model), body_forces(model, q, qd, qdd, f_ext))
+
+
+def bias_forces(model, q, qd, f_ext=None):
+    """``C(q, qd)`` (nv,): Coriolis, centrifugal and gravity forces (and ``-J* f_ext``); ``tau`` at ``qdd = 0``."""
+    return inverse_dynamics(model, q, qd, jnp.zeros_like(qd), f_ext)
+
+
+def gravity_forces(model, q):
+    """Generalized gravity forces (nv,): ``tau`` at ``qd = qdd = 0``; equal to ``dV/dq`` of the potential."""
+    zero = jnp.zeros(model.nv, q.dtype)
+    return inverse_dynamics(model, q, zero, zero)

@@ -1,0 +1,40 @@
+"""Composite rigid bodies and the mass matrix (book Alg 9.2 / 9.3, (9.16)-(9.17))."""
+
+import jax.numpy as jnp
+
+from jaxmb.hinges import body_inertias, hinge_map, joint_poses
+from jaxmb.spatial import Transform, mv, phi, phi_congruence
+from jaxmb.sweeps import up
+
+
+def _composite_step(R_children, X_k, M_k):
+    R = R_children + M_k  # R(k) = sum_children phi(k, j) R(j) phi*(k, j) + M(k)   (9.16)
+    return phi_congruence(X_k, R), R
+
+
+def composite_inertias(model, q):
+    """``R(k)`` (nb, 6, 6): spatial inertia of the subtree rooted at each body, in its frame (Alg 9.2)."""
+    X = joint_poses(model, q)
+    return up(model.topology, _composite_step, jnp.zeros((6, 6), X.p.dtype), X, body_inertias(model))
+
+
+def mass_matrix(model, q):
+    """The mass matrix ``M(q)`` (nv, nv) by composite rigid bodies (Alg 9.3).
+
+    Column j starts as ``F = R(k) H*_j`` at its body k (``M(k, k) = H(k) F``) and walks to the root, one level
+    per step for all columns at once: ``F <- phi(parent, k) F``, ``M(i, j) = H(i) F`` at each ancestor i.
+    """
+    X = joint_poses(model, q)
+    H = hinge_map(model)
+    R = up(model.topology, _composite_step, jnp.zeros((6, 6), X.p.dtype), X, body_inertias(model))
+    walk = model.topology.ancestor_walk
+    F = mv(R[model.topology.dof_body], H)  # (nv, 6)
+    values = []
+    for s, w in enumerate(walk):
+        if s:
+            F = phi(Transform(X.R[w.moved], X.p[w.moved]), F[w.keep :])  # to the next ancestor's frame
+        values.append(jnp.sum(H[w.rows] * F[w.cols - w.start], -1))  # M(i, j) = H(i) phi(i, k) R(k) H*(k)
+    rows, cols = model.topology.mass_matrix_pattern
+    v = jnp.concatenate(values)
+    n_diag = len(walk[0].rows)
+    return jnp.zeros((model.nv, model.nv), v.dtype).at[rows, cols].set(jnp.concatenate([v, v[n_diag:]]))

@@ -1,0 +1,64 @@
+"""Per-joint quantities of a whole model, computed for all joints at once (no tree sweep): joint poses, the hinge
+map ``H`` by rows, ``H* x`` per body and ``H f`` per coordinate, and body spatial inertias.
+
+Joints are processed in blocks of one kind (`jaxmb.topology.KindBlock`), one `vmap` each.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmb.joints import KINDS
+from jaxmb.spatial import Transform, compose, spatial_inertia
+
+
+def _assemble(parts, index, n):
+    """Rows of the per-block results ``parts`` put in the order given by their static ``index`` arrays."""
+    index = np.concatenate(index)
+    if np.array_equal(index, np.arange(n)):
+        return parts[0] if len(parts) == 1 else jax.tree.map(lambda *a: jnp.concatenate(a), *parts)
+    joined = jax.tree.map(lambda *a: jnp.concatenate(a), *parts)
+    return jax.tree.map(lambda a: a[np.argsort(index)], joined)
+
+
+def joint_poses(model, q) -> Transform:
+    """Pose of every body frame in its parent body frame: the joint placement, then the joint motion.
+
+    ``q`` (nq,) -> Transform with R (nb, 3, 3), p (nb, 3).
+    """
+    parts = []
+    for blk in model.topology.kind_blocks:
+        kind = KINDS[blk.kind]
+        parts.append(jax.vmap(kind.transform)(q[blk.q_index], model.axis[blk.bodies], model.coef[blk.bodies]))
+    X_J = _assemble(parts, [b.bodies for b in model.topology.kind_blocks], model.nb)
+    return compose(model.X_tree, X_J)
+
+
+def hinge_map(model) -> jnp.ndarray:
+    """``H`` by rows, (nv, 6): row i is the child-frame spatial motion for unit rate of coordinate i."""
+    parts, index = [], []
+    for blk in model.topology.kind_blocks:
+        H = jax.vmap(KINDS[blk.kind].hinge_map)(model.axis[blk.bodies], model.coef[blk.bodies])
+        parts.append(H.reshape(-1, 6))
+        index.append(blk.v_index.reshape(-1))
+    return _assemble(parts, index, model.nv)
+
+
+def hinge_motion(model, H, x):
+    """``H*(k) x(k)`` for every body, (nb, 6), from coordinate rates ``x`` (nv,)."""
+    return jax.ops.segment_sum(H * x[:, None], model.topology.dof_body, model.nb, indices_are_sorted=True)
+
+
+def hinge_project(model, H, f):
+    """``H(k) f(k)`` for every coordinate, (nv,), from body forces ``f`` (nb, 6)."""
+    return jnp.sum(H * f[model.topology.dof_body], -1)
+
+
+def body_inertias(model):
+    """Spatial inertia of every body about its frame origin, (nb, 6, 6) (2.11)."""
+    return spatial_inertia(model.mass, model.com, model.inertia)
+
+
+def base_acceleration(model):
+    """The world's spatial acceleration: gravity enters as ``alpha(world) = [0; -g]`` (book 5.39)."""
+    return jnp.concatenate([jnp.zeros_like(model.gravity), -model.gravity])

@@ -1,0 +1,122 @@
+"""Forward kinematics, body velocities, Jacobians and bias accelerations (book Alg 3.1, 3.2, (3.53), (5.8)).
+
+All outputs are for every body (or frame) at once; the single-frame functions index them. Body quantities are
+in the model's body order (`Model.body_names`), spatial vectors angular first, in body coordinates unless the
+name says otherwise.
+"""
+
+import jax
+import jax.numpy as jnp
+
+from jaxmb.hinges import hinge_map, hinge_motion, joint_poses
+from jaxmb.spatial import Transform, compose, cross_motion, mm, mv, phi_star, phi_star_inv
+from jaxmb.sweeps import down
+
+REFERENCES = ("local", "world_aligned", "world")
+
+
+def forward_kinematics(model, q) -> Transform:
+    """World pose of every body (Alg 3.1): ``T(k) = T(parent k) T_parent,k(q)``. -> R (nb, 3, 3), p (nb, 3)."""
+    X = joint_poses(model, q)
+    return down(model.topology, compose, Transform.identity(X.p.dtype), X)
+
+
+def frame_poses(model, q) -> Transform:
+    """World pose of every frame (`Model.frame_names`; bodies and merged links included). -> (nf, ...)."""
+    T = forward_kinematics(model, q)
+    body = jnp.asarray(model.frame_body)
+    world = jnp.asarray([b < 0 for b in model.frame_body])[:, None]
+    T_body = Transform(T.R[body], T.p[body])
+    T_frame = compose(T_body, model.frame_placement)
+    return Transform(jnp.where(world[..., None], model.frame_placement.R, T_frame.R),
+                     jnp.where(world, model.frame_placement.p, T_frame.p))
+
+
+def _velocity_step(V_parent, X_k, vJ_k):
+    return phi_star(X_k, V_parent) + vJ_k  # V(k) = phi*(parent, k) V(parent) + H*(k) qd(k)   (Alg 3.2)
+
+
+def body_velocities(model, q, qd):
+    """Spatial velocity of every body in its own frame, (nb, 6) (Alg 3.2)."""
+    X = joint_poses(model, q)
+    vJ = hinge_motion(model, hinge_map(model), qd)
+    return down(model.topology, _velocity_step, jnp.zeros(6, X.p.dtype), X, vJ)
+
+
+def _bias_step(parent, X_k, vJ_k):
+    V_parent, a_parent = parent
+    V = phi_star(X_k, V_parent) + vJ_k
+    a = phi_star(X_k, a_parent) + cross_motion(V, vJ_k)  # alpha(k) with qdd = 0 and no gravity   (5.8)
+    return V, a
+
+
+def bias_accelerations(model, q, qd):
+    """``Jdot qd`` of every body: its spatial acceleration (body-frame derivative, body coordinates) at zero
+    joint accelerations and without gravity, (nb, 6). The classical linear acceleration of the body origin is
+    ``a[3:] + w x v``."""
+    X = joint_poses(model, q)
+    vJ = hinge_motion(model, hinge_map(model), qd)
+    zero = jnp.zeros(6, X.p.dtype)
+    return down(model.topology, _bias_step, (zero, zero), X, vJ)[1]
+
+
+def jacobians(model, q):
+    """Body-frame Jacobians of all bodies, (nb, 6, nv): ``V(k) = J(k) qd`` (3.53).
+
+    Column j of body k is the hinge axis of coordinate j moved to body k, where coordinate j moves body k.
+    """
+    T = forward_kinematics(model, q)
+    topo = model.topology
+    H_world = phi_star_inv(Transform(T.R[topo.dof_body], T.p[topo.dof_body]), hinge_map(model))  # (nv, 6)
+    to_body = jax.vmap(lambda T_k: phi_star(T_k, H_world))(T)  # (nb, nv, 6)
+    return jnp.swapaxes(jnp.where(jnp.asarray(topo.support)[..., None], to_body, 0.0), -1, -2)
+
+
+def _express(J, T_frame, reference):
+    """Re-express frame-local spatial columns (..., 6, n) in ``reference`` for a frame with world pose T."""
+    if reference == "local":
+        return J
+    R = T_frame.R
+    w, v = mm(R, J[..., :3, :]), mm(R, J[..., 3:, :])
+    if reference == "world_aligned":
+        return jnp.concatenate([w, v], -2)
+    if reference == "world":
+        p = jnp.broadcast_to(T_frame.p[..., :, None], w.shape)
+        return jnp.concatenate([w, v + jnp.cross(p, w, axis=-2)], -2)
+    raise ValueError(f"reference must be one of {REFERENCES}, got {reference!r}")
+
+
+def frame_jacobian(model, q, name, reference="local"):
+    """Jacobian (6, nv) of a body or frame: ``local`` (frame coordinates), ``world_aligned`` (origin at the
+    frame, world axes; Pinocchio's LOCAL_WORLD_ALIGNED) or ``world`` (spatial velocity at the world origin)."""
+    i = model.frame_index(name)
+    b = model.frame_body[i]
+    T_f = Transform(*(x[i] for x in frame_poses(model, q)))
+    if b < 0:
+        return jnp.zeros((6, model.nv), T_f.p.dtype)
+    J_b = jacobians(model, q)[b]
+    placement = Transform(model.frame_placement.R[i], model.frame_placement.p[i])
+    J_f = jnp.swapaxes(phi_star(placement, jnp.swapaxes(J_b, 0, 1)), 0, 1)
+    return _express(J_f, T_f, reference)
+
+
+def frame_velocity(model, q, qd, name, reference="local"):
+    """Spatial velocity (6,) of a body or frame, expressed as in `frame_jacobian`."""
+    return frame_jacobian(model, q, name, reference) @ qd
+
+
+def frame_bias_acceleration(model, q, qd, name, reference="local"):
+    """``Jdot qd`` (6,) of a body or frame, in frame coordinates (``local``) or world-aligned coordinates."""
+    i = model.frame_index(name)
+    b = model.frame_body[i]
+    a_b = bias_accelerations(model, q, qd)[b]
+    placement = Transform(model.frame_placement.R[i], model.frame_placement.p[i])
+    a_f = phi_star(placement, a_b)
+    if b < 0:
+        a_f = jnp.zeros_like(a_f)
+    if reference == "local":
+        return a_f
+    T_f = Transform(*(x[i] for x in frame_poses(model, q)))
+    if reference == "world_aligned":
+        return jnp.concatenate([mv(T_f.R, a_f[:3]), mv(T_f.R, a_f[3:])])
+    raise ValueError(f"reference must be 'local' or 'world_aligned', got {reference!r}")

@@ -1,0 +1,319 @@
+"""`Model`: a static `Topology` plus parameters as JAX leaves; `ModelBuilder` for models made in code.
+
+The parameters are leaves, so ``jax.vmap`` over a batch of models randomizes a domain and ``jax.grad`` with
+respect to a model identifies its parameters. Everything static (the tree, joint kinds, names) lives in the
+pytree's aux data and shapes the compiled program.
+"""
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmb.errors import ModelError
+from jaxmb.joints import Joint
+from jaxmb.spatial import Transform
+from jaxmb.topology import Topology, breadth_first_order
+
+
+@dataclass(frozen=True)
+class Model:
+    """A tree of rigid bodies, numbered breadth first (`jaxmb.topology`).
+
+    Leaves (nb bodies, nq/nv coordinates, nf frames):
+        X_tree: Transform (nb, 3, 3), (nb, 3)   pose of each joint frame in its parent body frame
+        axis (nb, 3), coef (nb, 2)               screw-joint parameters (`jaxmb.joints`); unused by other kinds
+        mass (nb,), com (nb, 3), inertia (nb, 3, 3)  body inertias in the body frame, rotational inertia about the com
+        gravity (3,)                             physical gravity in world coordinates
+        q_lower, q_upper (nq,)                   position limits (+-inf where none)
+        frame_placement: Transform (nf, ...)     pose of each frame in its body frame
+    Static:
+        topology, body_names (nb,), joint_names / joint_types (one per movable joint, in coordinate order),
+        frame_names (nf,), frame_body (nf,) (-1: fixed to the world), notes (messages from the loader).
+    """
+
+    X_tree: Transform
+    axis: jnp.ndarray
+    coef: jnp.ndarray
+    mass: jnp.ndarray
+    com: jnp.ndarray
+    inertia: jnp.ndarray
+    gravity: jnp.ndarray
+    q_lower: jnp.ndarray
+    q_upper: jnp.ndarray
+    frame_placement: Transform
+    topology: Topology = field(metadata=dict(static=True))
+    body_names: tuple = field(metadata=dict(static=True))
+    joint_names: tuple = field(metadata=dict(static=True))
+    joint_types: tuple = field(metadata=dict(static=True))
+    frame_names: tuple = field(metadata=dict(static=True))
+    frame_body: tuple = field(metadata=dict(static=True))
+    name: str = field(default="model", metadata=dict(static=True))
+    notes: tuple = field(default=(), metadata=dict(static=True))
+
+    @property
+    def nq(self) -> int:
+        return self.topology.nq
+
+    @property
+    def nv(self) -> int:
+        return self.topology.nv
+
+    @property
+    def nb(self) -> int:
+        return self.topology.nb
+
+    def body_index(self, name: str) -> int:
+        try:
+            return self.body_names.index(name)
+        except ValueError:
+            raise KeyError(f"model {self.name!r} has no body {name!r}") from None
+
+    def frame_index(self, name: str) -> int:
+        try:
+            return self.frame_names.index(name)
+        except ValueError:
+            raise KeyError(f"model {self.name!r} has no frame or body {name!r}") from None
+
+    def cast(self, dtype) -> "Model":
+        """The same model with floating-point leaves in ``dtype``."""
+        return jax.tree.map(lambda x: jnp.asarray(x, dtype), self)
+
+    def replace(self, **changes) -> "Model":
+        return dataclasses.replace(self, **changes)
+
+    def __repr__(self):
+        return f"Model({self.name!r}, nb={self.nb}, nq={self.nq}, nv={self.nv}, depth={len(self.topology.levels)})"
+
+
+_STATIC = [f.name for f in dataclasses.fields(Model) if f.metadata.get("static")]
+jax.tree_util.register_dataclass(
+    Model, data_fields=[f.name for f in dataclasses.fields(Model) if f.name not in _STATIC], meta_fields=_STATIC
+)
+
+
+# -- building ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Body:
+    name: str
+    parent: str | None
+    joint: Joint
+    joint_name: str
+    placement: tuple  # (R (3,3), p (3,)) numpy
+    mass: float
+    com: np.ndarray
+    inertia: np.ndarray
+
+
+def _as_transform(placement):
+    if placement is None:
+        return np.eye(3), np.zeros(3)
+    R, p = placement
+    return np.asarray(R, float).reshape(3, 3), np.asarray(p, float).reshape(3)
+
+
+def _compose(A, B):
+    return A[0] @ B[0], A[1] + A[0] @ B[1]
+
+
+def check_inertia(mass, inertia, where, tol=1e-9):
+    """Raise `ModelError` unless (mass, rotational inertia about the com) is physically valid: a finite
+    non-negative mass, a symmetric positive semi-definite inertia whose principal moments obey the triangle
+    inequality. ``tol`` is relative to the largest principal moment."""
+    I = np.asarray(inertia, float)
+    if not np.isfinite(mass) or mass < 0:
+        raise ModelError(f"{where}: mass must be finite and non-negative, got {mass}")
+    if not np.all(np.isfinite(I)):
+        raise ModelError(f"{where}: inertia has non-finite entries")
+    scale = max(np.abs(I).max(), 1e-300)
+    if np.abs(I - I.T).max() > tol * scale + 1e-12:
+        raise ModelError(f"{where}: inertia matrix is not symmetric")
+    e = np.linalg.eigvalsh(I)
+    if e[0] < -tol * scale - 1e-12:
+        raise ModelError(f"{where}: inertia is not positive semi-definite (principal moments {e})")
+    if e[0] + e[1] < e[2] - 1e-6 * scale - 1e-12:
+        raise ModelError(f"{where}: principal moments {e} break the triangle inequality I1 + I2 >= I3")
+
+
+def _merge_inertia(parts):
+    """Sum of (mass, com, I_c) parts given in one frame, as one (mass, com, I_c)."""
+    m = sum(p[0] for p in parts)
+    if m <= 0:
+        return 0.0, np.zeros(3), sum((p[2] for p in parts), np.zeros((3, 3)))
+    c = sum(p[0] * p[1] for p in parts) / m
+    I = np.zeros((3, 3))
+    for mi, ci, Ii in parts:
+        d = ci - c
+        I += Ii + mi * (d @ d * np.eye(3) - np.outer(d, d))
+    return m, c, I
+
+
+class ModelBuilder:
+    """Builds a `Model` body by body. Fixed joints are merged into their parent body at `build` time; the merged
+    bodies stay addressable as frames.
+
+    >>> b = ModelBuilder("pendulum")
+    >>> b.add_body("link", None, joints.revolute((0, 1, 0)), mass=1.0, com=(0, 0, -0.5),
+    ...            inertia=np.diag([0.1, 0.1, 0.01]))
+    >>> model = b.build()
+    """
+
+    def __init__(self, name="model", gravity=(0.0, 0.0, -9.81), source=None):
+        self.name = name
+        self.gravity = np.asarray(gravity, float)
+        self.source = source or name
+        self._bodies: dict[str, _Body] = {}
+        self._frames: list = []
+        self._notes: list = []
+
+    def add_body(self, name, parent, joint: Joint, *, joint_name=None, placement=None, mass=0.0,
+                 com=(0.0, 0.0, 0.0), inertia=None):
+        """Add body ``name`` attached to ``parent`` (a body name, or None for the world) by ``joint``.
+
+        ``placement`` (R, p) is the joint frame in the parent body frame; the body frame is the joint frame
+        moved by the joint. ``com`` and ``inertia`` (3, 3) (about the com) are in the body frame.
+        """
+        if name in self._bodies:
+            raise ModelError(f"{self.source}: duplicate body {name!r}")
+        inertia = np.zeros((3, 3)) if inertia is None else np.asarray(inertia, float)
+        check_inertia(float(mass), inertia, f"{self.source}: body {name!r}")
+        self._bodies[name] = _Body(name, parent, joint, joint_name or name, _as_transform(placement), float(mass),
+                                   np.asarray(com, float), inertia)
+        return name
+
+    def add_frame(self, name, body, placement=None):
+        """An operational frame: a pose fixed on ``body`` (a body name, or None for the world)."""
+        self._frames.append((name, body, _as_transform(placement)))
+        return name
+
+    def note(self, text):
+        self._notes.append(text)
+
+    # -- build --------------------------------------------------------------------------------------------
+
+    def _check_tree(self):
+        for b in self._bodies.values():
+            if b.parent is not None and b.parent not in self._bodies:
+                raise ModelError(f"{self.source}: body {b.name!r} has a missing parent {b.parent!r}")
+        for b in self._bodies.values():
+            seen, p = {b.name}, b.parent
+            while p is not None:
+                if p in seen:
+                    raise ModelError(f"{self.source}: the kinematic graph has a loop through body {p!r}; "
+                                     "a model is a tree (closed loops need constraint embedding)")
+                seen.add(p)
+                p = self._bodies[p].parent
+        names = [b.joint_name for b in self._bodies.values() if b.joint.kind is not None]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ModelError(f"{self.source}: duplicate joint names {sorted(dup)}")
+
+    def build(self) -> Model:
+        self._check_tree()
+        bodies = self._bodies
+        # nearest movable ancestor-or-self (None = world) and the pose relative to it
+        anchor, rel = {}, {}
+
+        def resolve(name):
+            if name in anchor:
+                return
+            b = bodies[name]
+            if b.joint.kind is not None:
+                anchor[name], rel[name] = name, (np.eye(3), np.zeros(3))
+                return
+            if b.parent is None:
+                anchor[name], rel[name] = None, b.placement
+                return
+            resolve(b.parent)
+            anchor[name], rel[name] = anchor[b.parent], _compose(rel[b.parent], b.placement)
+
+        for n in bodies:
+            resolve(n)
+        movable = [n for n in bodies if bodies[n].joint.kind is not None]
+        if not movable:
+            raise ModelError(f"{self.source}: the model has no movable joint")
+
+        parts = {n: [] for n in movable}
+        for n, b in bodies.items():
+            if anchor[n] is not None:
+                R, p = rel[n]
+                parts[anchor[n]].append((b.mass, R @ b.com + p, R @ b.inertia @ R.T))
+        inertias = {n: _merge_inertia(parts[n]) for n in movable}
+
+        def parent_of(n):
+            p = bodies[n].parent
+            return None if p is None else anchor[p]
+
+        def joint_placement(n):
+            p = bodies[n].parent
+            return bodies[n].placement if p is None else _compose(rel[p], bodies[n].placement)
+
+        # a subtree without mass or inertia gives a singular articulated inertia D(k)
+        for n in movable:
+            sub = [m for m in movable if n in _chain(m, parent_of)]
+            if all(inertias[m][0] == 0 and not np.any(inertias[m][2]) for m in sub):
+                raise ModelError(f"{self.source}: body {n!r} and the bodies it carries have no mass or inertia, so "
+                                 f"joint {bodies[n].joint_name!r} would have a singular articulated inertia D(k)")
+
+        idx = {n: i for i, n in enumerate(movable)}
+        parent_old = np.array([-1 if parent_of(n) is None else idx[parent_of(n)] for n in movable])
+        nv_old = [bodies[n].joint.kind.nv for n in movable]
+        order = breadth_first_order(parent_old, nv_old)
+        new_of_old = np.argsort(order)
+        names = [movable[o] for o in order]
+        parent = np.array([-1 if parent_old[o] < 0 else new_of_old[parent_old[o]] for o in order])
+        topo = Topology(parent, [bodies[n].joint.kind.name for n in names])
+
+        X = [joint_placement(n) for n in names]
+        lower, upper = [], []
+        for n in names:
+            j = bodies[n].joint
+            nq = j.kind.nq
+            lower += list(j.lower) if j.lower is not None else [-np.inf] * nq
+            upper += list(j.upper) if j.upper is not None else [np.inf] * nq
+
+        frames = [(n, anchor[n], rel[n]) for n in bodies]
+        for fname, body, placement in self._frames:
+            if body is not None and body not in bodies:
+                raise ModelError(f"{self.source}: frame {fname!r} is attached to a missing body {body!r}")
+            if body is None:
+                frames.append((fname, None, placement))
+            else:
+                frames.append((fname, anchor[body], _compose(rel[body], placement)))
+        frame_names = [f[0] for f in frames]
+        if len(set(frame_names)) != len(frame_names):
+            raise ModelError(f"{self.source}: duplicate frame names")
+
+        arr = lambda xs: jnp.asarray(np.asarray(xs, float))
+        return Model(
+            X_tree=Transform(arr([x[0] for x in X]), arr([x[1] for x in X])),
+            axis=arr([bodies[n].joint.axis for n in names]),
+            coef=arr([bodies[n].joint.coef for n in names]),
+            mass=arr([inertias[n][0] for n in names]),
+            com=arr([inertias[n][1] for n in names]),
+            inertia=arr([inertias[n][2] for n in names]),
+            gravity=arr(self.gravity),
+            q_lower=arr(lower),
+            q_upper=arr(upper),
+            frame_placement=Transform(arr([f[2][0] for f in frames]), arr([f[2][1] for f in frames])),
+            topology=topo,
+            body_names=tuple(names),
+            joint_names=tuple(bodies[n].joint_name for n in names),
+            joint_types=tuple(bodies[n].joint.type for n in names),
+            frame_names=tuple(frame_names),
+            frame_body=tuple(-1 if f[1] is None else names.index(f[1]) for f in frames),
+            name=self.name,
+            notes=tuple(self._notes),
+        )
+
+
+def _chain(n, parent_of):
+    out = []
+    while n is not None:
+        out.append(n)
+        n = parent_of(n)
+    return out

@@ -1,0 +1,152 @@
+"""Spatial algebra (book ch. 1-2), for one body; batch with `jax.vmap`.
+
+Conventions, fixed once for the whole library:
+
+* Spatial vectors are angular first: a velocity is ``V = [w; v]`` (1.20), a force ``f = [n; f]`` (1.46).
+  Pinocchio orders them linear first; `jaxmb.testing` has the converters.
+* A rigid transform is a `Transform` ``(R, p)``: the pose of a child frame in a parent frame. ``R`` (3, 3)
+  maps child coordinates to parent coordinates; ``p`` (3,) is the child origin in parent coordinates.
+* With the child ``k`` and its parent ``P``, Jain's operators act as (1.31, 1.41)::
+
+      phi(P, k)  f(k) -> f(P):  moves a force from the child to the parent       (force transform)
+      phi*(P, k) V(P) -> V(k):  moves a velocity from the parent to the child     (Featherstone's X_up)
+
+  They are applied from ``(R, p)`` without forming 6x6 matrices.
+
+Small matrix products are written as broadcast-multiply-reduce (`mm`, `mv`): on the XLA CPU backend they fuse
+with their neighbours, where a batched `dot_general` of 3x3 or 6x6 matrices does not (see benchmarks/README.md).
+"""
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+
+def mm(A, B):
+    """Matrix product ``A @ B`` of small matrices, ``(..., m, k) x (..., k, n) -> (..., m, n)``."""
+    return (A[..., :, :, None] * B[..., None, :, :]).sum(-2)
+
+
+def mv(A, x):
+    """Matrix-vector product ``A @ x``, ``(..., m, k) x (..., k) -> (..., m)``."""
+    return (A * x[..., None, :]).sum(-1)
+
+
+def skew(l):
+    """The tilde matrix ``l~`` with ``l~ x = l x x`` (1.9), ``(3,) -> (3, 3)``."""
+    x, y, z = l[..., 0], l[..., 1], l[..., 2]
+    o = jnp.zeros_like(x)
+    return jnp.stack([jnp.stack([o, -z, y], -1), jnp.stack([z, o, -x], -1), jnp.stack([-y, x, o], -1)], -2)
+
+
+# -- cross products (1.23, 1.25) ------------------------------------------------------------------------------
+
+
+def cross_motion(V, m):
+    """``V~ m``: the motion cross product of two 6-vectors (Featherstone's ``V x m``)."""
+    w, v = V[..., :3], V[..., 3:]
+    return jnp.concatenate([jnp.cross(w, m[..., :3]), jnp.cross(w, m[..., 3:]) + jnp.cross(v, m[..., :3])], -1)
+
+
+def cross_force(V, f):
+    """``V-bar f = -(V~)* f``: the force cross product (Featherstone's ``V x* f``); ``b = V-bar M V`` (2.28)."""
+    w, v = V[..., :3], V[..., 3:]
+    return jnp.concatenate([jnp.cross(w, f[..., :3]) + jnp.cross(v, f[..., 3:]), jnp.cross(w, f[..., 3:])], -1)
+
+
+# -- rigid transforms (1.29-1.41) -----------------------------------------------------------------------------
+
+
+class Transform(NamedTuple):
+    """Pose of a child frame in its parent frame: ``R`` (..., 3, 3) child-to-parent rotation, ``p`` (..., 3)."""
+
+    R: jnp.ndarray
+    p: jnp.ndarray
+
+    @staticmethod
+    def identity(dtype=jnp.float32):
+        return Transform(jnp.eye(3, dtype=dtype), jnp.zeros(3, dtype))
+
+
+def compose(A: Transform, B: Transform) -> Transform:
+    """Pose of frame c in frame a, from b in a (``A``) and c in b (``B``) (1.5)."""
+    return Transform(mm(A.R, B.R), A.p + mv(A.R, B.p))
+
+
+def inverse(A: Transform) -> Transform:
+    """Pose of the parent in the child frame."""
+    Rt = jnp.swapaxes(A.R, -1, -2)
+    return Transform(Rt, -mv(Rt, A.p))
+
+
+def transform_point(A: Transform, x):
+    """Child-frame point ``x`` (..., 3) in parent coordinates."""
+    return mv(A.R, x) + A.p
+
+
+def phi_star(A: Transform, V):
+    """``V(k) = phi*(P, k) V(P)``: a motion vector from parent to child coordinates (1.33, 1.41)."""
+    Rt = jnp.swapaxes(A.R, -1, -2)
+    w, v = V[..., :3], V[..., 3:]
+    return jnp.concatenate([mv(Rt, w), mv(Rt, v - jnp.cross(A.p, w))], -1)
+
+
+def phi_star_inv(A: Transform, V):
+    """``V(P) = phi^{-*}(P, k) V(k)``: a motion vector from child to parent coordinates."""
+    w, v = mv(A.R, V[..., :3]), mv(A.R, V[..., 3:])
+    return jnp.concatenate([w, v + jnp.cross(A.p, w)], -1)
+
+
+def phi(A: Transform, f):
+    """``f(P) = phi(P, k) f(k)``: a force from child to parent coordinates (1.47)."""
+    n, F = mv(A.R, f[..., :3]), mv(A.R, f[..., 3:])
+    return jnp.concatenate([n + jnp.cross(A.p, F), F], -1)
+
+
+def phi_congruence(A: Transform, P):
+    """``phi(P, k) P(k) phi*(P, k)``: a symmetric 6x6 inertia-like matrix from child to parent (2.12, 6.28).
+
+    Written in 3x3 blocks with ``phi = [[1, p~], [0, 1]] diag(R, R)``::
+
+        Q_ij = R P_ij R*,   C12 = Q12 + p~ Q22,   C11 = Q11 + p~ Q21 - C12 p~,   C22 = Q22.
+    """
+    R, Rt = A.R, jnp.swapaxes(A.R, -1, -2)
+    Q11 = mm(mm(R, P[..., :3, :3]), Rt)
+    Q12 = mm(mm(R, P[..., :3, 3:]), Rt)
+    Q22 = mm(mm(R, P[..., 3:, 3:]), Rt)
+    px = skew(A.p)
+    C12 = Q12 + mm(px, Q22)
+    C11 = Q11 + mm(px, jnp.swapaxes(Q12, -1, -2)) - mm(C12, px)
+    top = jnp.concatenate([C11, C12], -1)
+    bottom = jnp.concatenate([jnp.swapaxes(C12, -1, -2), Q22], -1)
+    return jnp.concatenate([top, bottom], -2)
+
+
+def phi_matrix(A: Transform):
+    """The dense 6x6 force transform ``phi(P, k) = [[R, p~R], [0, R]]`` (1.31), for tests and teaching."""
+    z = jnp.zeros_like(A.R)
+    return jnp.concatenate(
+        [jnp.concatenate([A.R, mm(skew(A.p), A.R)], -1), jnp.concatenate([z, A.R], -1)], -2
+    )
+
+
+# -- spatial inertia (2.7-2.17) -------------------------------------------------------------------------------
+
+
+def spatial_inertia(mass, com, I_c):
+    """Spatial inertia about the body origin from mass (), centre of mass (3,) and rotational inertia about the
+    centre of mass (3, 3), by the parallel-axis theorem (2.11):
+
+        M = [[J_c - m c~ c~, m c~], [-m c~, m 1]]
+    """
+    cx = skew(com)
+    m = mass[..., None, None]
+    J = I_c - m * mm(cx, cx)
+    top = jnp.concatenate([J, m * cx], -1)
+    bottom = jnp.concatenate([-m * cx, m * jnp.eye(3, dtype=I_c.dtype)], -1)
+    return jnp.concatenate([top, bottom], -2)
+
+
+def kinetic_energy(M, V):
+    """``1/2 V* M V`` (2.14) of a body with spatial inertia ``M`` (6, 6) and velocity ``V`` (6,)."""
+    return 0.5 * jnp.sum(V * mv(M, V), -1)
