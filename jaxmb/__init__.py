@@ -12,6 +12,7 @@ from jaxmb.dynamics.forward import forward_dynamics
 from jaxmb.dynamics.inverse import bias_forces, body_forces, gravity_forces, inverse_dynamics
 from jaxmb.dynamics.mass import composite_inertias, mass_matrix
 from jaxmb.errors import ModelError
+from jaxmb.io.urdf import load_urdf, load_urdf_string
 from jaxmb.kinematics import (
     bias_accelerations,
     body_velocities,

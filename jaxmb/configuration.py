@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.joints import KINDS
+from jaxmb.model import check_shapes
 
 
 def neutral_configuration(model):
@@ -30,6 +31,7 @@ def random_configuration(model, key):
 def configuration_rate(model, q, qd):
     """``dq/dt`` (nq,) for joint velocities ``qd`` (nv,): quaternion rates for spherical and free joints, the
     world-frame position rate of a free base. For integrating (q, qd) with an ODE solver in ``q``'s coordinates."""
+    check_shapes(model, q=q, qd=qd)
     out = jnp.zeros_like(q)
     for blk in model.topology.kind_blocks:
         kind = KINDS[blk.kind]
@@ -40,6 +42,7 @@ def configuration_rate(model, q, qd):
 def integrate(model, q, qd, dt):
     """The configuration reached from ``q`` moving at constant ``qd`` for ``dt`` (each joint on its manifold;
     quaternions renormalized here and only here), (nq,)."""
+    check_shapes(model, q=q, qd=qd)
     out = jnp.zeros_like(q)
     for blk in model.topology.kind_blocks:
         kind = KINDS[blk.kind]

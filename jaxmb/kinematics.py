@@ -8,6 +8,7 @@ name says otherwise.
 import jax
 import jax.numpy as jnp
 
+from jaxmb.model import check_shapes
 from jaxmb.hinges import hinge_map, hinge_motion, joint_poses
 from jaxmb.spatial import Transform, compose, cross_motion, mm, mv, phi_star, phi_star_inv
 from jaxmb.sweeps import down
@@ -17,6 +18,7 @@ REFERENCES = ("local", "world_aligned", "world")
 
 def forward_kinematics(model, q) -> Transform:
     """World pose of every body (Alg 3.1): ``T(k) = T(parent k) T_parent,k(q)``. -> R (nb, 3, 3), p (nb, 3)."""
+    check_shapes(model, q=q)
     X = joint_poses(model, q)
     return down(model.topology, compose, Transform.identity(X.p.dtype), X)
 
@@ -38,6 +40,7 @@ def _velocity_step(V_parent, X_k, vJ_k):
 
 def body_velocities(model, q, qd):
     """Spatial velocity of every body in its own frame, (nb, 6) (Alg 3.2)."""
+    check_shapes(model, q=q, qd=qd)
     X = joint_poses(model, q)
     vJ = hinge_motion(model, hinge_map(model), qd)
     return down(model.topology, _velocity_step, jnp.zeros(6, X.p.dtype), X, vJ)
@@ -54,6 +57,7 @@ def bias_accelerations(model, q, qd):
     """``Jdot qd`` of every body: its spatial acceleration (body-frame derivative, body coordinates) at zero
     joint accelerations and without gravity, (nb, 6). The classical linear acceleration of the body origin is
     ``a[3:] + w x v``."""
+    check_shapes(model, q=q, qd=qd)
     X = joint_poses(model, q)
     vJ = hinge_motion(model, hinge_map(model), qd)
     zero = jnp.zeros(6, X.p.dtype)

@@ -6,6 +6,7 @@ pytree's aux data and shapes the compiled program.
 """
 
 import dataclasses
+import warnings
 from dataclasses import dataclass, field
 
 import jax
@@ -88,6 +89,18 @@ class Model:
         return f"Model({self.name!r}, nb={self.nb}, nq={self.nq}, nv={self.nv}, depth={len(self.topology.levels)})"
 
 
+def check_shapes(model: Model, **arrays):
+    """Raise ValueError unless each named state array has its shape for ``model`` (one state, no batch axis):
+    ``q`` (nq,); ``qd``, ``qdd``, ``tau`` (nv,); ``f_ext`` (nb, 6). None is skipped. Runs at trace time."""
+    expected = {"q": (model.nq,), "qd": (model.nv,), "qdd": (model.nv,), "tau": (model.nv,), "f_ext": (model.nb, 6)}
+    for name, x in arrays.items():
+        if x is not None and jnp.shape(x) != expected[name]:
+            raise ValueError(
+                f"{name} must have shape {expected[name]} for model {model.name!r} (nq={model.nq}, nv={model.nv}, "
+                f"nb={model.nb}), got {jnp.shape(x)}; batch with jax.vmap"
+            )
+
+
 _STATIC = [f.name for f in dataclasses.fields(Model) if f.metadata.get("static")]
 jax.tree_util.register_dataclass(
     Model, data_fields=[f.name for f in dataclasses.fields(Model) if f.name not in _STATIC], meta_fields=_STATIC
@@ -121,22 +134,29 @@ def _compose(A, B):
 
 
 def check_inertia(mass, inertia, where, tol=1e-9):
-    """Raise `ModelError` unless (mass, rotational inertia about the com) is physically valid: a finite
-    non-negative mass, a symmetric positive semi-definite inertia whose principal moments obey the triangle
-    inequality. ``tol`` is relative to the largest principal moment."""
+    """Check that (mass, rotational inertia about the com) is physically valid.
+
+    Raises `ModelError` for a negative or non-finite mass and for an inertia matrix that is not symmetric or not
+    positive semi-definite (``tol`` relative to the largest principal moment, and 1e-12 kg m^2 absolute, since
+    published files round zero inertias to -5e-20): the dynamics would be wrong.
+    Returns a message (else None) where the principal moments break the triangle inequality I1 + I2 >= I3: no
+    mass distribution has such an inertia, yet the spatial inertia is still positive semi-definite and the
+    dynamics well defined, and many published URDFs contain one (go1, anymal, allegro, pr2).
+    """
     I = np.asarray(inertia, float)
     if not np.isfinite(mass) or mass < 0:
         raise ModelError(f"{where}: mass must be finite and non-negative, got {mass}")
-    if not np.all(np.isfinite(I)):
-        raise ModelError(f"{where}: inertia has non-finite entries")
-    scale = max(np.abs(I).max(), 1e-300)
-    if np.abs(I - I.T).max() > tol * scale + 1e-12:
+    if I.shape != (3, 3) or not np.all(np.isfinite(I)):
+        raise ModelError(f"{where}: inertia must be a finite 3x3 matrix")
+    slack = tol * np.abs(I).max() + 1e-12
+    if np.abs(I - I.T).max() > slack:
         raise ModelError(f"{where}: inertia matrix is not symmetric")
     e = np.linalg.eigvalsh(I)
-    if e[0] < -tol * scale - 1e-12:
+    if e[0] < -slack:
         raise ModelError(f"{where}: inertia is not positive semi-definite (principal moments {e})")
-    if e[0] + e[1] < e[2] - 1e-6 * scale - 1e-12:
-        raise ModelError(f"{where}: principal moments {e} break the triangle inequality I1 + I2 >= I3")
+    if e[0] + e[1] < e[2] * (1 - 1e-6) - slack:
+        return f"{where}: principal moments {e} break the triangle inequality I1 + I2 >= I3 (physically invalid)"
+    return None
 
 
 def _merge_inertia(parts):
@@ -162,8 +182,11 @@ class ModelBuilder:
     >>> model = b.build()
     """
 
-    def __init__(self, name="model", gravity=(0.0, 0.0, -9.81), source=None):
+    def __init__(self, name="model", gravity=(0.0, 0.0, -9.81), source=None, strict_inertia=False):
+        """``strict_inertia``: raise `ModelError` for inertias that break the triangle inequality, instead of
+        warning and recording a note in ``Model.notes`` (`check_inertia`)."""
         self.name = name
+        self.strict_inertia = strict_inertia
         self.gravity = np.asarray(gravity, float)
         self.source = source or name
         self._bodies: dict[str, _Body] = {}
@@ -180,7 +203,12 @@ class ModelBuilder:
         if name in self._bodies:
             raise ModelError(f"{self.source}: duplicate body {name!r}")
         inertia = np.zeros((3, 3)) if inertia is None else np.asarray(inertia, float)
-        check_inertia(float(mass), inertia, f"{self.source}: body {name!r}")
+        problem = check_inertia(float(mass), inertia, f"{self.source}: body {name!r}")
+        if problem and self.strict_inertia:
+            raise ModelError(problem)
+        if problem:
+            warnings.warn(problem, stacklevel=2)
+            self._notes.append(problem)
         self._bodies[name] = _Body(name, parent, joint, joint_name or name, _as_transform(placement), float(mass),
                                    np.asarray(com, float), inertia)
         return name

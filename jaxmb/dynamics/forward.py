@@ -9,6 +9,7 @@ import jax.numpy as jnp
 
 from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, hinge_motion, joint_poses
 from jaxmb.kinematics import _velocity_step
+from jaxmb.model import check_shapes
 from jaxmb.spatial import cross_force, cross_motion, mm, mv, phi, phi_congruence, phi_star
 from jaxmb.sweeps import down, up
 
@@ -45,6 +46,7 @@ def forward_dynamics(model, q, qd, tau, f_ext=None):
 
     Args: q (nq,), qd (nv,), tau (nv,), f_ext (nb, 6) or None (body coordinates, about the body origins).
     """
+    check_shapes(model, q=q, qd=qd, tau=tau, f_ext=f_ext)
     topo = model.topology
     X = joint_poses(model, q)
     H = hinge_map(model)

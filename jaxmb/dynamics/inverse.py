@@ -3,6 +3,7 @@
 import jax.numpy as jnp
 
 from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, hinge_motion, hinge_project, joint_poses
+from jaxmb.model import check_shapes
 from jaxmb.spatial import cross_force, cross_motion, mv, phi, phi_star
 from jaxmb.sweeps import down, up
 
@@ -26,6 +27,7 @@ def body_forces(model, q, qd, qdd, f_ext=None):
 
     ``f_ext`` (nb, 6): external spatial forces on each body, body coordinates, about the body origin.
     """
+    check_shapes(model, q=q, qd=qd, qdd=qdd, f_ext=f_ext)
     X = joint_poses(model, q)
     H = hinge_map(model)
     vJ, aJ = hinge_motion(model, H, qd), hinge_motion(model, H, qdd)

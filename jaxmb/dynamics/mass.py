@@ -3,6 +3,7 @@
 import jax.numpy as jnp
 
 from jaxmb.hinges import body_inertias, hinge_map, joint_poses
+from jaxmb.model import check_shapes
 from jaxmb.spatial import Transform, mv, phi, phi_congruence
 from jaxmb.sweeps import up
 
@@ -14,6 +15,7 @@ def _composite_step(R_children, X_k, M_k):
 
 def composite_inertias(model, q):
     """``R(k)`` (nb, 6, 6): spatial inertia of the subtree rooted at each body, in its frame (Alg 9.2)."""
+    check_shapes(model, q=q)
     X = joint_poses(model, q)
     return up(model.topology, _composite_step, jnp.zeros((6, 6), X.p.dtype), X, body_inertias(model))
 
@@ -24,6 +26,7 @@ def mass_matrix(model, q):
     Column j starts as ``F = R(k) H*_j`` at its body k (``M(k, k) = H(k) F``) and walks to the root, one level
     per step for all columns at once: ``F <- phi(parent, k) F``, ``M(i, j) = H(i) F`` at each ancestor i.
     """
+    check_shapes(model, q=q)
     X = joint_poses(model, q)
     H = hinge_map(model)
     R = up(model.topology, _composite_step, jnp.zeros((6, 6), X.p.dtype), X, body_inertias(model))

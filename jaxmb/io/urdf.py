@@ -1,0 +1,183 @@
+"""URDF loading: links and joints to a `jaxmb.Model`.
+
+* Joint types: ``revolute``, ``continuous`` (one coordinate, no cos/sin pair), ``prismatic``, ``fixed`` (merged
+  into the parent body; the link stays a frame), ``floating`` (free joint) and ``planar`` (normal along z).
+* ``floating_base=True`` joins the root link to the world by a free joint named ``"root"``.
+* Inertial frames may be rotated (``rpy``); the inertia is rotated into the link frame.
+* ``mimic`` joints are loaded as independent joints (as Pinocchio does by default); the model's ``notes`` say so.
+* Visual and collision geometry (and ``package://`` mesh paths) are ignored.
+
+Anything malformed or unsupported raises `jaxmb.ModelError` naming the file and the element.
+"""
+
+import os
+import xml.etree.ElementTree as ET
+
+import numpy as np
+
+from jaxmb import joints
+from jaxmb.errors import ModelError
+from jaxmb.model import ModelBuilder
+from jaxmb.rotation import rpy_to_matrix
+
+
+def load_urdf(path, floating_base=False, gravity=(0.0, 0.0, -9.81), strict_inertia=False):
+    """Load a URDF file (a path) as a `Model`.
+
+    ``strict_inertia``: raise for link inertias that break the triangle inequality instead of warning (negative
+    masses and inertias that are not positive semi-definite always raise; see `jaxmb.model.check_inertia`).
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read the file ({e.strerror})") from None
+    return load_urdf_string(text, floating_base, gravity, source=path, strict_inertia=strict_inertia)
+
+
+def load_urdf_string(text, floating_base=False, gravity=(0.0, 0.0, -9.81), source="<urdf string>",
+                     strict_inertia=False):
+    """Load a URDF document given as a string."""
+    try:
+        robot = ET.fromstring(text)
+    except ET.ParseError as e:
+        raise ModelError(f"{source}: malformed XML ({e})") from None
+    if robot.tag != "robot":
+        raise ModelError(f"{source}: the root element is <{robot.tag}>, expected <robot>")
+    return _Reader(robot, source).build(floating_base, gravity, strict_inertia)
+
+
+class _Reader:
+    def __init__(self, robot, source):
+        self.robot, self.source = robot, source
+
+    def error(self, element, message):
+        name = element.get("name")
+        where = f"<{element.tag} name={name!r}>" if name is not None else f"<{element.tag}>"
+        return ModelError(f"{self.source}: {where}: {message}")
+
+    def floats(self, element, attr, n, default=None):
+        value = element.get(attr)
+        if value is None:
+            if default is None:
+                raise self.error(element, f"missing attribute {attr!r}")
+            return np.asarray(default, float)
+        try:
+            x = np.array([float(v) for v in value.split()])
+        except ValueError:
+            raise self.error(element, f"attribute {attr}={value!r} is not numeric") from None
+        if x.shape != (n,) or not np.all(np.isfinite(x)):
+            raise self.error(element, f"attribute {attr}={value!r} must be {n} finite numbers")
+        return x
+
+    def origin(self, element):
+        o = element.find("origin")
+        if o is None:
+            return np.eye(3), np.zeros(3)
+        R = np.asarray(rpy_to_matrix(self.floats(o, "rpy", 3, (0, 0, 0))), float)
+        return R, self.floats(o, "xyz", 3, (0, 0, 0))
+
+    def inertial(self, link):
+        inertial = link.find("inertial")
+        if inertial is None:
+            return 0.0, np.zeros(3), np.zeros((3, 3))
+        mass_el, inertia_el = inertial.find("mass"), inertial.find("inertia")
+        if mass_el is None:
+            raise self.error(link, "<inertial> has no <mass>")
+        mass = float(self.floats(mass_el, "value", 1)[0])
+        if inertia_el is None:
+            raise self.error(link, "<inertial> has no <inertia>")
+        c = {k: float(self.floats(inertia_el, k, 1)[0]) for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")}
+        I = np.array([[c["ixx"], c["ixy"], c["ixz"]], [c["ixy"], c["iyy"], c["iyz"]], [c["ixz"], c["iyz"], c["izz"]]])
+        R, p = self.origin(inertial)
+        return mass, p, R @ I @ R.T
+
+    def joint(self, el):
+        jtype = el.get("type")
+        axis_el = el.find("axis")
+        axis = (1.0, 0.0, 0.0) if axis_el is None else tuple(self.floats(axis_el, "xyz", 3))
+        if jtype in ("revolute", "prismatic", "continuous") and np.linalg.norm(axis) < 1e-12:
+            raise self.error(el, "the joint axis is zero")
+        limit = el.find("limit")
+        lower = upper = None
+        if jtype in ("revolute", "prismatic") and limit is not None:
+            lower = float(self.floats(limit, "lower", 1, (-np.inf,))[0])
+            upper = float(self.floats(limit, "upper", 1, (np.inf,))[0])
+            if lower > upper:
+                raise self.error(el, f"limit lower={lower} exceeds upper={upper}")
+            if lower == upper == 0.0:  # URDF's default for an absent range: treat as unlimited
+                lower = upper = None
+        if jtype == "revolute":
+            return joints.revolute(axis, lower, upper)
+        if jtype == "continuous":
+            return joints.continuous(axis)
+        if jtype == "prismatic":
+            return joints.prismatic(axis, lower, upper)
+        if jtype == "fixed":
+            return joints.fixed()
+        if jtype == "floating":
+            return joints.free()
+        if jtype == "planar":
+            if axis_el is not None and not np.allclose(np.asarray(axis) / np.linalg.norm(axis), (0, 0, 1)):
+                raise self.error(el, "planar joints are supported with the normal axis along z only")
+            return joints.planar()
+        if jtype is None:
+            raise self.error(el, "missing attribute 'type'")
+        raise self.error(el, f"unsupported joint type {jtype!r}")
+
+    def build(self, floating_base, gravity, strict_inertia):
+        links = {}
+        for link in self.robot.findall("link"):
+            name = link.get("name")
+            if not name:
+                raise self.error(link, "a <link> has no name")
+            if name in links:
+                raise self.error(link, "duplicate link name")
+            links[name] = link
+        if not links:
+            raise ModelError(f"{self.source}: the robot has no <link>")
+
+        parent_of, joint_of = {}, {}
+        for el in self.robot.findall("joint"):
+            if not el.get("name"):
+                raise self.error(el, "a <joint> has no name")
+            parent_el, child_el = el.find("parent"), el.find("child")
+            if parent_el is None or parent_el.get("link") is None:
+                raise self.error(el, "missing <parent link=...>")
+            if child_el is None or child_el.get("link") is None:
+                raise self.error(el, "missing <child link=...>")
+            parent, child = parent_el.get("link"), child_el.get("link")
+            for role, link in (("parent", parent), ("child", child)):
+                if link not in links:
+                    raise self.error(el, f"{role} link {link!r} is not defined")
+            if child in parent_of:
+                raise self.error(el, f"link {child!r} is already the child of joint {joint_of[child].get('name')!r}: "
+                                     "the kinematic graph has a closed loop (not a tree)")
+            parent_of[child], joint_of[child] = parent, el
+
+        roots = [n for n in links if n not in parent_of]
+        if len(roots) != 1:
+            raise ModelError(f"{self.source}: expected one root link, found {len(roots)} ({roots[:5]}); "
+                             "a cycle of joints or several disconnected trees")
+
+        b = ModelBuilder(self.robot.get("name", "robot"), gravity=gravity, source=self.source,
+                         strict_inertia=strict_inertia)
+        root = roots[0]
+        m, c, I = self.inertial(links[root])
+        b.add_body(root, None, joints.free() if floating_base else joints.fixed(), joint_name="root",
+                   mass=m, com=c, inertia=I)
+        order, frontier = [], [root]
+        while frontier:
+            nxt = [child for child in parent_of if parent_of[child] in frontier]
+            order += nxt
+            frontier = nxt
+        for child in order:
+            el = joint_of[child]
+            m, c, I = self.inertial(links[child])
+            b.add_body(child, parent_of[child], self.joint(el), joint_name=el.get("name"),
+                       placement=self.origin(el), mass=m, com=c, inertia=I)
+            if el.find("mimic") is not None:
+                b.note(f"joint {el.get('name')!r} mimics {el.find('mimic').get('joint')!r}: loaded as an "
+                       "independent joint (its coupling is not enforced)")
+        return b.build()
