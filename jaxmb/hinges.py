@@ -46,12 +46,17 @@ def hinge_map(model) -> jnp.ndarray:
 
 def hinge_motion(model, H, x):
     """``H*(k) x(k)`` for every body, (nb, 6), from coordinate rates ``x`` (nv,)."""
-    return jax.ops.segment_sum(H * x[:, None], model.topology.dof_body, model.nb, indices_are_sorted=True)
+    topo = model.topology
+    Hx = H * x[:, None]
+    if topo.nv == topo.nb:  # one coordinate per joint: nothing to sum
+        return Hx
+    return jax.ops.segment_sum(Hx, topo.dof_body, topo.nb, indices_are_sorted=True)
 
 
 def hinge_project(model, H, f):
     """``H(k) f(k)`` for every coordinate, (nv,), from body forces ``f`` (nb, 6)."""
-    return jnp.sum(H * f[model.topology.dof_body], -1)
+    topo = model.topology
+    return jnp.sum(H * (f if topo.nv == topo.nb else f[topo.dof_body]), -1)
 
 
 def body_inertias(model):

@@ -112,11 +112,14 @@ class Topology:
             for k in sorted(set(self.kinds))
         )
         self.ancestor_walk = self._ancestor_walk()
-        off = [w for w in self.ancestor_walk[1:]]
-        self.mass_matrix_pattern = (
-            np.concatenate([w.rows for w in self.ancestor_walk] + [w.cols for w in off]),
-            np.concatenate([w.cols for w in self.ancestor_walk] + [w.rows for w in off]),
-        )
+        # M(i, j) = values[mass_matrix_index[i, j]] for the walk's values, then the off-diagonal ones mirrored,
+        # then a zero (entries of unrelated coordinates)
+        off = self.ancestor_walk[1:]
+        rows = np.concatenate([w.rows for w in self.ancestor_walk] + [w.cols for w in off])
+        cols = np.concatenate([w.cols for w in self.ancestor_walk] + [w.rows for w in off])
+        index = np.full((self.nv, self.nv), len(rows))
+        index[rows, cols] = np.arange(len(rows))
+        self.mass_matrix_index = index
         self._key = (self.parent.tobytes(), self.kinds)
 
     def _ancestor_walk(self):

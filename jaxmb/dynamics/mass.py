@@ -37,7 +37,6 @@ def mass_matrix(model, q):
         if s:
             F = phi(Transform(X.R[w.moved], X.p[w.moved]), F[w.keep :])  # to the next ancestor's frame
         values.append(jnp.sum(H[w.rows] * F[w.cols - w.start], -1))  # M(i, j) = H(i) phi(i, k) R(k) H*(k)
-    rows, cols = model.topology.mass_matrix_pattern
-    v = jnp.concatenate(values)
-    n_diag = len(walk[0].rows)
-    return jnp.zeros((model.nv, model.nv), v.dtype).at[rows, cols].set(jnp.concatenate([v, v[n_diag:]]))
+    off_diagonal = values[1:]
+    v = jnp.concatenate(values + off_diagonal + [jnp.zeros(1, F.dtype)])
+    return v[model.topology.mass_matrix_index]  # a gather: XLA fuses it, where a scatter would not

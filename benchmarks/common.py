@@ -1,0 +1,92 @@
+"""Shared helpers of the benchmark scripts: robots, timing, machine description, result files."""
+
+import json
+import os
+import platform
+import site
+import time
+import warnings
+from pathlib import Path
+
+import jax
+import numpy as np
+
+RESULTS = Path(__file__).parent / "results"
+
+ROBOTS = {
+    "panda": "panda_description/urdf/panda.urdf",
+    "go1": "go1_description/urdf/go1.urdf",
+    "talos_full_v2": "talos_data/robots/talos_full_v2.urdf",
+}
+
+
+def robot_path(name):
+    for d in site.getsitepackages() + [site.getusersitepackages()]:
+        p = Path(d) / "cmeel.prefix/share/example-robot-data/robots" / ROBOTS[name]
+        if p.exists():
+            return str(p)
+    raise FileNotFoundError(f"example-robot-data not installed: {ROBOTS[name]}")
+
+
+def load(name, floating_base, dtype):
+    import jaxmb
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # published URDFs with triangle-inequality-breaking inertias
+        return jaxmb.load_urdf(robot_path(name), floating_base=floating_base).cast(dtype)
+
+
+def best_time(fn, *args, min_total=0.3, max_reps=20):
+    """Best wall time of ``fn(*args)`` over repeats (after one warm-up call)."""
+    jax.block_until_ready(fn(*args))
+    times, total = [], 0.0
+    while (total < min_total or len(times) < 3) and len(times) < max_reps:
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t0)
+        total += times[-1]
+    return min(times)
+
+
+def compile_time(jitted, *args):
+    """Seconds to trace, lower and compile ``jitted`` for ``args``, and the compiled function."""
+    t0 = time.perf_counter()
+    compiled = jitted.lower(*args).compile()
+    return time.perf_counter() - t0, compiled
+
+
+def machine():
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    dev = jax.devices()[0]
+    return {
+        "host": platform.node(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "jax": jax.__version__,
+        "backend": dev.platform,
+        "device": getattr(dev, "device_kind", str(dev)),
+    }
+
+
+def save(name, payload):
+    RESULTS.mkdir(exist_ok=True)
+    m = payload["machine"]
+    tag = f"{m['backend']}-{m['cores']}core"
+    path = RESULTS / f"{name}-{tag}.json"
+    path.write_text(json.dumps(payload, indent=1))
+    return path
+
+
+def pinocchio_states(pm, batch, seed=0):
+    import pinocchio as pin
+
+    rng = np.random.default_rng(seed)
+    lo, hi = -np.ones(pm.nq), np.ones(pm.nq)
+    q = np.stack([pin.randomConfiguration(pm, lo, hi) for _ in range(batch)], 1)
+    return q, rng.standard_normal((pm.nv, batch)), rng.standard_normal((pm.nv, batch))

@@ -1,0 +1,161 @@
+"""Throughput of batched forward dynamics (ABA), inverse dynamics (RNEA) and the mass matrix (CRBA), against
+Pinocchio measured in the same run.
+
+    python benchmarks/dynamics.py            # panda, go1, talos_full_v2 (free base); batches 1 .. 16384; f32, f64
+    python benchmarks/dynamics.py --quick    # talos only, batches 64 and 4096, float32
+
+For each robot, algorithm, precision and batch: jaxmb's jit(vmap(f)) states/s and compile time; Pinocchio's
+all-core ``abaInParallel``/``rneaInParallel`` (no parallel CRBA exists: its single-call loop is the peer) and
+its single-call Python loop; the ratio jaxmb / Pinocchio-parallel. Also the cost of
+``grad(sum(forward_dynamics))`` (w.r.t. q, qd, tau) relative to the forward call. Writes
+``benchmarks/results/dynamics-<backend>-<cores>core.json`` and a plot beside it.
+"""
+
+import argparse
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxmb
+from common import best_time, compile_time, load, machine, pinocchio_states, robot_path, save
+
+ALGORITHMS = {
+    "aba": lambda m: lambda q, qd, x: jaxmb.forward_dynamics(m, q, qd, x),
+    "rnea": lambda m: lambda q, qd, x: jaxmb.inverse_dynamics(m, q, qd, x),
+    "crba": lambda m: lambda q, qd, x: jaxmb.mass_matrix(m, q),
+}
+
+
+def jaxmb_states(model, batch, dtype, seed=0):
+    k1, k2, k3 = jax.random.split(jax.random.PRNGKey(seed), 3)
+    q = jax.vmap(lambda k: jaxmb.random_configuration(model, k))(jax.random.split(k1, batch)).astype(dtype)
+    return q, jax.random.normal(k2, (batch, model.nv), dtype), jax.random.normal(k3, (batch, model.nv), dtype)
+
+
+def pinocchio_peer(name, batches, loop_states=256):
+    """Per-state seconds of Pinocchio: all-core parallel ABA/RNEA per batch, and single-call loops."""
+    import pinocchio as pin
+
+    pm = pin.buildModelFromUrdf(robot_path(name), pin.JointModelFreeFlyer())
+    pd = pm.createData()
+    threads = os.cpu_count()
+    pool = pin.ModelPool(pm, threads)
+    q, v, x = pinocchio_states(pm, loop_states)
+    loop = {}
+    for alg, call in (("aba", lambda i: pin.aba(pm, pd, q[:, i], v[:, i], x[:, i])),
+                      ("rnea", lambda i: pin.rnea(pm, pd, q[:, i], v[:, i], x[:, i])),
+                      ("crba", lambda i: pin.crba(pm, pd, q[:, i]))):
+        t0 = time.perf_counter()
+        for i in range(loop_states):
+            call(i)
+        loop[alg] = (time.perf_counter() - t0) / loop_states
+    parallel = {"aba": {}, "rnea": {}}
+    for b in batches:
+        q, v, x = pinocchio_states(pm, b)
+        out = np.zeros((pm.nv, b))
+        for alg, fn in (("aba", pin.abaInParallel), ("rnea", pin.rneaInParallel)):
+            best = np.inf
+            for _ in range(3 if b >= 1024 else 20):
+                t0 = time.perf_counter()
+                fn(threads, pool, q, v, x, out)
+                best = min(best, time.perf_counter() - t0)
+            parallel[alg][b] = best / b
+    return {"threads": threads, "loop_s_per_state": loop, "parallel_s_per_state": parallel}
+
+
+def run(robots, batches, dtypes, grad_batch):
+    rows = []
+    for name in robots:
+        peer = pinocchio_peer(name, batches)
+        print(f"\n{name} (free base): Pinocchio single call "
+              + ", ".join(f"{a} {t * 1e6:.2f} us" for a, t in peer["loop_s_per_state"].items())
+              + f"; {peer['threads']}-thread parallel at batch {batches[-1]}: "
+              + ", ".join(f"{a} {peer['parallel_s_per_state'][a][batches[-1]] * 1e6:.2f} us/state" for a in ("aba", "rnea")))
+        for dtype in dtypes:
+            model = load(name, True, dtype)
+            for alg, make in ALGORITHMS.items():
+                f = jax.jit(jax.vmap(make(model)))
+                for b in batches:
+                    args = jaxmb_states(model, b, dtype)
+                    t_compile, compiled = compile_time(f, *args)
+                    t = best_time(compiled, *args)
+                    par = peer["parallel_s_per_state"].get(alg, {}).get(b)
+                    peer_t = par if par is not None else peer["loop_s_per_state"][alg]
+                    row = dict(robot=name, algorithm=alg, dtype=jnp.dtype(dtype).name, batch=b,
+                               states_per_s=b / t, compile_s=t_compile,
+                               pinocchio_parallel_states_per_s=None if par is None else 1 / par,
+                               pinocchio_loop_states_per_s=1 / peer["loop_s_per_state"][alg],
+                               ratio_vs_pinocchio=(b / t) * peer_t)
+                    rows.append(row)
+                    print(f"  {alg:5s} {row['dtype']:8s} batch {b:6d}: {row['states_per_s']:10.4g} states/s "
+                          f"({t / b * 1e6:8.2f} us/state), compile {t_compile:5.2f} s, "
+                          f"x{row['ratio_vs_pinocchio']:.3f} of Pinocchio {'parallel' if par else 'loop'}")
+            fwd = jax.jit(jax.vmap(ALGORITHMS["aba"](model)))
+            grad = jax.jit(jax.vmap(jax.grad(lambda q, qd, x: jnp.sum(ALGORITHMS["aba"](model)(q, qd, x)),
+                                             argnums=(0, 1, 2))))
+            args = jaxmb_states(model, grad_batch, dtype)
+            t_fwd = best_time(fwd, *args)
+            t_grad_compile, grad_c = compile_time(grad, *args)
+            t_grad = best_time(grad_c, *args)
+            rows.append(dict(robot=name, algorithm="grad_aba", dtype=jnp.dtype(dtype).name, batch=grad_batch,
+                             states_per_s=grad_batch / t_grad, compile_s=t_grad_compile,
+                             cost_vs_forward=t_grad / t_fwd))
+            print(f"  grad(sum(aba)) {jnp.dtype(dtype).name} batch {grad_batch}: {t_grad / t_fwd:.2f}x the forward "
+                  f"call, compile {t_grad_compile:.2f} s")
+    return rows
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    robots = sorted({r["robot"] for r in rows})
+    fig, axes = plt.subplots(1, len(robots), figsize=(5 * len(robots), 4), squeeze=False)
+    for ax, name in zip(axes[0], robots):
+        for alg in ALGORITHMS:
+            for dtype in sorted({r["dtype"] for r in rows}):
+                sel = [r for r in rows if r["robot"] == name and r["algorithm"] == alg and r["dtype"] == dtype]
+                if sel:
+                    ax.loglog([r["batch"] for r in sel], [r["states_per_s"] for r in sel], "o-",
+                              label=f"jaxmb {alg} {dtype}")
+        for alg in ("aba", "rnea"):
+            sel = [r for r in rows if r["robot"] == name and r["algorithm"] == alg and r["dtype"] == "float32"
+                   and r.get("pinocchio_parallel_states_per_s")]
+            if sel:
+                ax.loglog([r["batch"] for r in sel], [r["pinocchio_parallel_states_per_s"] for r in sel], "k--"
+                          if alg == "aba" else "k:", label=f"Pinocchio {alg} parallel")
+        ax.set_title(f"{name} (free base)")
+        ax.set_xlabel("batch size")
+        ax.set_ylabel("states / s")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    jax.config.update("jax_enable_x64", True)  # float64 available; float32 runs use float32 models and states
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="talos only, batches 64 and 4096, float32")
+    ap.add_argument("--robots", nargs="*", default=None)
+    ap.add_argument("--batches", nargs="*", type=int, default=None)
+    ap.add_argument("--float32-only", action="store_true")
+    ap.add_argument("--no-save", action="store_true")
+    args = ap.parse_args()
+    robots = args.robots or (["talos_full_v2"] if args.quick else ["panda", "go1", "talos_full_v2"])
+    batches = args.batches or ([64, 4096] if args.quick else [1, 64, 1024, 4096, 16384])
+    dtypes = [jnp.float32] + ([] if args.quick or args.float32_only else [jnp.float64])
+    rows = run(robots, batches, dtypes, grad_batch=min(4096, max(batches)))
+    if not args.no_save:
+        path = save("dynamics", {"machine": machine(), "results": rows})
+        plot(rows, path.with_suffix(".png"))
+        print(f"\nwrote {path} and {path.with_suffix('.png')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""``python -m jaxmb``: a tour of the library on the shipped quadruped (`jaxmb.assets`).
+
+Loads the 12-dof quadruped with a free base and prints the model; checks inverse against forward dynamics on
+one random state; then compiles and times ``jit(vmap(forward_dynamics))`` and a reverse-mode gradient through it
+over a batch of random states. Everything runs in float32: the demo never switches ``jax_enable_x64`` on.
+
+Options: ``--batch N`` (default 4096), ``--seed S`` (default 0).
+"""
+
+import argparse
+import functools
+import os
+import sys
+import textwrap
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxmb
+from jaxmb import assets
+
+DTYPE = jnp.float32
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _random_states(model, key, n):
+    """``n`` random states ``(q, qd, u)``: configurations within the joint limits, and standard-normal ``qd`` and
+    ``u`` (used as ``qdd`` or as ``tau``), each (n, ...) in ``DTYPE``."""
+    k_q, k_v, k_u = jax.random.split(key, 3)
+    q = jax.vmap(lambda k: jaxmb.random_configuration(model, k))(jax.random.split(k_q, n))
+    return q, jax.random.normal(k_v, (n, model.nv), DTYPE), jax.random.normal(k_u, (n, model.nv), DTYPE)
+
+
+def _compile(fn, *args):
+    """``jax.jit(fn)`` compiled for ``args``, and the seconds that tracing and compiling took."""
+    t = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    return compiled, time.perf_counter() - t
+
+
+def _time(fn, *args, min_seconds=0.5, min_runs=3):
+    """Median wall time of a compiled ``fn(*args)`` after one warm-up call, over ``min_runs`` runs or more."""
+    jax.block_until_ready(fn(*args))
+    times, start = [], time.perf_counter()
+    while len(times) < min_runs or time.perf_counter() - start < min_seconds:
+        t = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def _wrap(label, items):
+    return textwrap.fill(", ".join(items), 116, initial_indent=f"{label:8}", subsequent_indent=" " * 8)
+
+
+def summary(model):
+    levels = [str(lvl.stop - lvl.start) for lvl in model.topology.levels]
+    frames = [n for n in model.frame_names if n not in model.body_names]
+    print(f"model   {model.name!r}: {model.nb} bodies, nq = {model.nq}, nv = {model.nv}, depth {len(levels)} "
+          f"(bodies per level {' + '.join(levels)}), total mass {float(jaxmb.total_mass(model)):.2f} kg")
+    print(_wrap("bodies", model.body_names))
+    kinds = {t: model.joint_types.count(t) for t in dict.fromkeys(model.joint_types)}
+    print(_wrap("joints", model.joint_names))
+    print(" " * 8 + f"{', '.join(f'{c} {t}' for t, c in kinds.items())}, in coordinate order (q and qd follow it)")
+    print(" " * 8 + "free joint: q = [p_world, w, x, y, z], qd = [omega; v] in the body frame")
+    print(_wrap("frames", frames) + " (fixed-joint links, merged into their bodies)")
+
+
+@jax.jit
+def _dynamics(model, q, qd, qdd):
+    M = jaxmb.mass_matrix(model, q)
+    C = jaxmb.bias_forces(model, q, qd)
+    tau = jaxmb.inverse_dynamics(model, q, qd, qdd)
+    return M, C, tau, jaxmb.forward_dynamics(model, q, qd, tau)
+
+
+def one_state(model, q, qd, qdd):
+    """Mass matrix, inverse and forward dynamics at one state; returns the round-trip error."""
+    M, C, tau, qdd_fd = _dynamics(model, q, qd, qdd)
+    eig = np.linalg.eigvalsh(np.asarray(M, np.float64))
+    err = float(jnp.max(jnp.abs(qdd_fd - qdd)))
+    print(f"\none random state, {jnp.dtype(DTYPE).name}")
+    print(f"  mass matrix          M(q) {M.shape}: eigenvalues in [{eig[0]:.2e}, {eig[-1]:.2e}], "
+          f"|M - M*|_max = {float(jnp.max(jnp.abs(M - M.T))):.1e},")
+    print(f"                       free-base block M[3:6, 3:6] = {float(M[3, 3]):.3f} kg x identity (the total mass)")
+    print(f"  inverse dynamics     tau = ID(q, qd, qdd): |tau|_max = {float(jnp.max(jnp.abs(tau))):.3g} "
+          f"(|M qdd + C - tau|_max = {float(jnp.max(jnp.abs(M @ qdd + C - tau))):.1e})")
+    print(f"  forward dynamics     FD(q, qd, tau) for that tau: |qdd|_max = {float(jnp.max(jnp.abs(qdd_fd))):.3g}")
+    print(f"  round trip           max |FD(q, qd, ID(q, qd, qdd)) - qdd| = {err:.2e}")
+    return err
+
+
+def batch(model, q, qd, tau):
+    """Compile time and throughput of batched forward dynamics, and the relative cost of its gradient."""
+    n = len(q)
+    fd = jax.vmap(lambda q, qd, tau: jaxmb.forward_dynamics(model, q, qd, tau))
+    fd_c, fd_compile = _compile(fd, q, qd, tau)
+    t_fd = _time(fd_c, q, qd, tau)
+
+    def loss(q, qd, tau):
+        return jnp.sum(jaxmb.forward_dynamics(model, q, qd, tau) ** 2)
+
+    grad = jax.vmap(jax.grad(loss, argnums=(0, 2)))  # d |qdd|^2 / d(q, tau), per state
+    grad_c, grad_compile = _compile(grad, q, qd, tau)
+    t_grad = _time(grad_c, q, qd, tau)
+
+    dev = jax.devices()[0]
+    where = f"{dev.platform}, {os.cpu_count()} cores" if dev.platform == "cpu" else f"{dev.platform}, {dev.device_kind}"
+    print(f"\nbatch of {n} random states, {jnp.dtype(DTYPE).name}, {where}")
+    print(f"  jit(vmap(forward_dynamics))         compile {fd_compile:5.1f} s   {t_fd * 1e3:8.2f} ms per batch   "
+          f"{n / t_fd:11,.0f} states/s")
+    print(f"  jit(vmap(grad(|qdd|^2, (q, tau))))  compile {grad_compile:5.1f} s   {t_grad * 1e3:8.2f} ms per batch   "
+          f"{t_grad / t_fd:11.1f}x forward")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m jaxmb", description="jaxmb demo on the shipped quadruped")
+    parser.add_argument("--batch", type=int, default=4096, help="number of random states in the batch (4096)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (0)")
+    args = parser.parse_args(argv)
+    if args.batch < 1:
+        parser.error("--batch must be at least 1")
+
+    start = time.perf_counter()
+    model = assets.quadruped(floating_base=True).cast(DTYPE)
+    print(f"jaxmb {jaxmb.__version__} (jax {jax.__version__}): jaxmb.assets.quadruped(), free base\n")
+    summary(model)
+    q, qd, u = _random_states(model, jax.random.PRNGKey(args.seed), args.batch)
+    one_state(model, q[0], qd[0], u[0])
+    batch(model, q, qd, u)
+    print(f"\ndone in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
