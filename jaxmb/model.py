@@ -280,12 +280,7 @@ class ModelBuilder:
             p = bodies[n].parent
             return bodies[n].placement if p is None else _compose(rel[p], bodies[n].placement)
 
-        # a subtree without mass or inertia gives a singular articulated inertia D(k)
-        for n in movable:
-            sub = [m for m in movable if n in _chain(m, parent_of)]
-            if all(inertias[m][0] == 0 and not np.any(inertias[m][2]) for m in sub):
-                raise ModelError(f"{self.source}: body {n!r} and the bodies it carries have no mass or inertia, so "
-                                 f"joint {bodies[n].joint_name!r} would have a singular articulated inertia D(k)")
+        _check_joint_inertias(movable, parent_of, joint_placement, inertias, bodies, self.source)
 
         idx = {n: i for i, n in enumerate(movable)}
         parent_old = np.array([-1 if parent_of(n) is None else idx[parent_of(n)] for n in movable])
@@ -339,9 +334,39 @@ class ModelBuilder:
         )
 
 
-def _chain(n, parent_of):
-    out = []
-    while n is not None:
-        out.append(n)
-        n = parent_of(n)
-    return out
+def _check_joint_inertias(movable, parent_of, joint_placement, inertias, bodies, source):
+    """Raise `ModelError` where a joint would have a singular articulated inertia ``D(k) = H R H*`` (9.2) at the
+    neutral configuration, ``R`` the composite inertia of the bodies it carries: a massless subtree behind any
+    joint, a subtree with inertia but no mass behind a prismatic joint, mass on the axis of a revolute joint."""
+    pose = {}  # pose of each movable body in the frame of the root joint, at the neutral configuration
+
+    def pose_of(n):
+        if n not in pose:
+            p = parent_of(n)
+            pose[n] = joint_placement(n) if p is None else _compose(pose_of(p), joint_placement(n))
+        return pose[n]
+
+    carried = {n: [] for n in movable}
+    for m in movable:
+        n = m
+        while n is not None:
+            carried[n].append(m)
+            n = parent_of(n)
+    for n in movable:
+        R0, p0 = pose_of(n)
+        parts = []
+        for m in carried[n]:
+            R, p = _compose((R0.T, -R0.T @ p0), pose_of(m))
+            mass, c, I = inertias[m]
+            parts.append((mass, R @ c + p, R @ I @ R.T))
+        mass, c, I = _merge_inertia(parts)
+        cx = np.array([[0, -c[2], c[1]], [c[2], 0, -c[0]], [-c[1], c[0], 0]])
+        spatial = np.block([[I - mass * cx @ cx, mass * cx], [-mass * cx, mass * np.eye(3)]])  # (2.11)
+        joint = bodies[n].joint
+        H = np.asarray(joint.kind.hinge_map(jnp.asarray(joint.axis), jnp.asarray(joint.coef)), float)
+        D = H @ spatial @ H.T
+        scale = max(1.0, mass, np.abs(I).max())
+        if np.linalg.eigvalsh(D).min() <= 1e-12 * scale:
+            raise ModelError(f"{source}: joint {bodies[n].joint_name!r} would have a singular articulated inertia "
+                             f"D(k) = H R H* (9.2): body {n!r} and the bodies it carries have no mass or inertia "
+                             f"that the joint can move (mass {mass:g}, rotational inertia {np.diag(I).tolist()})")

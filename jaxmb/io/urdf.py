@@ -48,35 +48,40 @@ def load_urdf_string(text, floating_base=False, gravity=(0.0, 0.0, -9.81), sourc
     return _Reader(robot, source).build(floating_base, gravity, strict_inertia)
 
 
+def _describe(element):
+    name = element.get("name")
+    return f"<{element.tag} name={name!r}>" if name is not None else f"<{element.tag}>"
+
+
 class _Reader:
     def __init__(self, robot, source):
         self.robot, self.source = robot, source
 
-    def error(self, element, message):
-        name = element.get("name")
-        where = f"<{element.tag} name={name!r}>" if name is not None else f"<{element.tag}>"
+    def error(self, element, message, owner=None):
+        where = " in ".join(_describe(e) for e in (element, owner) if e is not None)
         return ModelError(f"{self.source}: {where}: {message}")
 
-    def floats(self, element, attr, n, default=None):
+    def floats(self, element, attr, n, default=None, owner=None):
+        """The ``n`` numbers of ``element``'s attribute ``attr``; ``owner`` is the link or joint named in errors."""
         value = element.get(attr)
         if value is None:
             if default is None:
-                raise self.error(element, f"missing attribute {attr!r}")
+                raise self.error(element, f"missing attribute {attr!r}", owner)
             return np.asarray(default, float)
         try:
             x = np.array([float(v) for v in value.split()])
         except ValueError:
-            raise self.error(element, f"attribute {attr}={value!r} is not numeric") from None
+            raise self.error(element, f"attribute {attr}={value!r} is not numeric", owner) from None
         if x.shape != (n,) or not np.all(np.isfinite(x)):
-            raise self.error(element, f"attribute {attr}={value!r} must be {n} finite numbers")
+            raise self.error(element, f"attribute {attr}={value!r} must be {n} finite numbers", owner)
         return x
 
-    def origin(self, element):
+    def origin(self, element, owner):
         o = element.find("origin")
         if o is None:
             return np.eye(3), np.zeros(3)
-        R = np.asarray(rpy_to_matrix(self.floats(o, "rpy", 3, (0, 0, 0))), float)
-        return R, self.floats(o, "xyz", 3, (0, 0, 0))
+        R = np.asarray(rpy_to_matrix(self.floats(o, "rpy", 3, (0, 0, 0), owner)), float)
+        return R, self.floats(o, "xyz", 3, (0, 0, 0), owner)
 
     def inertial(self, link):
         inertial = link.find("inertial")
@@ -85,25 +90,26 @@ class _Reader:
         mass_el, inertia_el = inertial.find("mass"), inertial.find("inertia")
         if mass_el is None:
             raise self.error(link, "<inertial> has no <mass>")
-        mass = float(self.floats(mass_el, "value", 1)[0])
+        mass = float(self.floats(mass_el, "value", 1, owner=link)[0])
         if inertia_el is None:
             raise self.error(link, "<inertial> has no <inertia>")
-        c = {k: float(self.floats(inertia_el, k, 1)[0]) for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")}
+        keys = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
+        c = {k: float(self.floats(inertia_el, k, 1, owner=link)[0]) for k in keys}
         I = np.array([[c["ixx"], c["ixy"], c["ixz"]], [c["ixy"], c["iyy"], c["iyz"]], [c["ixz"], c["iyz"], c["izz"]]])
-        R, p = self.origin(inertial)
+        R, p = self.origin(inertial, link)
         return mass, p, R @ I @ R.T
 
     def joint(self, el):
         jtype = el.get("type")
         axis_el = el.find("axis")
-        axis = (1.0, 0.0, 0.0) if axis_el is None else tuple(self.floats(axis_el, "xyz", 3))
+        axis = (1.0, 0.0, 0.0) if axis_el is None else tuple(self.floats(axis_el, "xyz", 3, owner=el))
         if jtype in ("revolute", "prismatic", "continuous") and np.linalg.norm(axis) < 1e-12:
             raise self.error(el, "the joint axis is zero")
         limit = el.find("limit")
         lower = upper = None
         if jtype in ("revolute", "prismatic") and limit is not None:
-            lower = float(self.floats(limit, "lower", 1, (-np.inf,))[0])
-            upper = float(self.floats(limit, "upper", 1, (np.inf,))[0])
+            lower = float(self.floats(limit, "lower", 1, (-np.inf,), el)[0])
+            upper = float(self.floats(limit, "upper", 1, (np.inf,), el)[0])
             if lower > upper:
                 raise self.error(el, f"limit lower={lower} exceeds upper={upper}")
             if lower == upper == 0.0:  # URDF's default for an absent range: treat as unlimited
@@ -172,11 +178,15 @@ class _Reader:
             nxt = [child for child in parent_of if parent_of[child] in frontier]
             order += nxt
             frontier = nxt
+        unreached = [child for child in parent_of if child not in set(order)]
+        if unreached:
+            raise ModelError(f"{self.source}: links {unreached[:5]} are not connected to the root link {root!r}: "
+                             "their joints form a cycle")
         for child in order:
             el = joint_of[child]
             m, c, I = self.inertial(links[child])
             b.add_body(child, parent_of[child], self.joint(el), joint_name=el.get("name"),
-                       placement=self.origin(el), mass=m, com=c, inertia=I)
+                       placement=self.origin(el, el), mass=m, com=c, inertia=I)
             if el.find("mimic") is not None:
                 b.note(f"joint {el.get('name')!r} mimics {el.find('mimic').get('joint')!r}: loaded as an "
                        "independent joint (its coupling is not enforced)")

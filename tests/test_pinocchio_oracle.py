@@ -1,0 +1,282 @@
+"""Pinocchio as an independent oracle on the real robots of example-robot-data, fixed and free base.
+
+Every jaxmb algorithm is evaluated for a few random states (one jitted, vmapped call per robot and base variant:
+jaxmb compiles per model topology) and compared with Pinocchio, state by state, to a relative error of `RTOL`
+(relative to the norm of Pinocchio's result). The states, Jacobians and forces are converted by
+`tests/pinocchio_bridge.py`. Set ``JAXMB_ORACLE_REPORT=1`` (and ``-s``) to print the worst error per algorithm.
+
+Test time is XLA compile time (24 programs of 1-3.5 MB of HLO each), so they are compiled with
+`pinocchio_bridge.FAST_COMPILE_OPTIONS` (no LLVM optimization; the same arithmetic).
+"""
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pinocchio as pin
+import pytest
+
+import jaxmb
+from pinocchio_bridge import compile_fast, load_pair, motion_from_pin, pose_from_pin, run_fast
+
+jax.config.update("jax_enable_x64", True)  # also set in conftest.py; harmless duplicate
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*triangle inequality.*:UserWarning")
+
+RTOL = 1e-9  # relative to the norm of Pinocchio's result, float64, every algorithm
+
+ROBOTS = [
+    # arms (kinova: continuous joints; panda: prismatic fingers and a mimic joint)
+    "panda", "ur5", "z1", "kinova",
+    # quadrupeds
+    "go1", "anymal_c", "solo12", "a1",
+    # humanoids (talos: mimic joints, loaded as independent joints by both libraries)
+    "talos_full_v2", "g1_29dof", "icub",
+    # hand
+    "allegro",
+]
+CASES = [(robot, floating) for robot in ROBOTS for floating in (False, True)]
+SEEDS = (0, 1, 2)
+N_FRAMES = 2  # links merged by fixed joints checked per robot (deepest first), besides bodies and the root link
+REFERENCES = {"local": pin.LOCAL, "world_aligned": pin.LOCAL_WORLD_ALIGNED}
+
+WORST: dict = {}  # algorithm -> (worst relative error, case)
+
+
+# -- jaxmb side: one compiled program per robot variant -------------------------------------------------------------
+
+
+def _evaluate(model, q, qd, qdd, tau, f_ext, frames):
+    out = {
+        "mass_matrix": jaxmb.mass_matrix(model, q),
+        "inverse_dynamics": jaxmb.inverse_dynamics(model, q, qd, qdd),
+        "inverse_dynamics_fext": jaxmb.inverse_dynamics(model, q, qd, qdd, f_ext),
+        "forward_dynamics": jaxmb.forward_dynamics(model, q, qd, tau),
+        "forward_dynamics_fext": jaxmb.forward_dynamics(model, q, qd, tau, f_ext),
+        "gravity_forces": jaxmb.gravity_forces(model, q),
+        "bias_forces": jaxmb.bias_forces(model, q, qd),
+        "forward_kinematics": jaxmb.forward_kinematics(model, q),
+        "frame_poses": jaxmb.frame_poses(model, q),
+        "jacobians": jaxmb.jacobians(model, q),
+        "bias_accelerations": jaxmb.bias_accelerations(model, q, qd),
+        "center_of_mass": jaxmb.center_of_mass(model, q),
+        "kinetic_energy": jaxmb.kinetic_energy(model, q, qd),
+        "potential_energy": jaxmb.potential_energy(model, q),
+        "spatial_momentum": jaxmb.spatial_momentum(model, q, qd),
+    }
+    for ref in REFERENCES:
+        out[f"frame_jacobian_{ref}"] = jnp.stack([jaxmb.frame_jacobian(model, q, f, ref) for f in frames])
+        out[f"frame_bias_acceleration_{ref}"] = jnp.stack(
+            [jaxmb.frame_bias_acceleration(model, q, qd, f, ref) for f in frames])
+    return out
+
+
+_EVALUATE = jax.jit(jax.vmap(_evaluate, in_axes=(None, 0, 0, 0, 0, 0, None)), static_argnames="frames")
+
+
+def evaluate(model, q, qd, qdd, tau, f_ext, frames):
+    """All jaxmb results for a batch of states: one compiled program per robot variant."""
+    return compile_fast(_EVALUATE, model, q, qd, qdd, tau, f_ext, frames)(model, q, qd, qdd, tau, f_ext)
+
+
+# -- Pinocchio side ---------------------------------------------------------------------------------------------------
+
+
+def _pinocchio(pm, br, q, qd, qdd, tau, f_ext, frames):
+    d = pm.createData()
+    qp, vp, ap, taup = br.q_to_pin(q), br.v_to_pin(qd), br.v_to_pin(qdd), br.tau_to_pin(tau)
+    fext = br.fext_to_pin(f_ext)
+    out = {}
+    M = pin.crba(pm, d, qp)
+    out["mass_matrix"] = br.matrix_from_pin(np.triu(M) + np.triu(M, 1).T)
+    out["inverse_dynamics"] = br.tau_from_pin(pin.rnea(pm, d, qp, vp, ap))
+    out["inverse_dynamics_fext"] = br.tau_from_pin(pin.rnea(pm, d, qp, vp, ap, fext))
+    out["forward_dynamics"] = br.v_from_pin(pin.aba(pm, d, qp, vp, taup))
+    out["forward_dynamics_fext"] = br.v_from_pin(pin.aba(pm, d, qp, vp, taup, fext))
+    out["gravity_forces"] = br.tau_from_pin(pin.computeGeneralizedGravity(pm, d, qp))
+    out["bias_forces"] = br.tau_from_pin(pin.nonLinearEffects(pm, d, qp, vp))
+    out["center_of_mass"] = np.array(pin.centerOfMass(pm, d, qp))
+    out["kinetic_energy"] = np.array(pin.computeKineticEnergy(pm, d, qp, vp))
+    out["potential_energy"] = np.array(pin.computePotentialEnergy(pm, d, qp))
+    hg = pin.computeCentroidalMomentum(pm, d, qp, vp)  # about the centre of mass, world axes, [linear; angular]
+    c = np.array(d.com[0])
+    out["spatial_momentum"] = np.concatenate([hg.angular + np.cross(c, hg.linear), hg.linear])  # about the origin
+
+    pin.forwardKinematics(pm, d, qp)
+    pin.updateFramePlacements(pm, d)
+    out["forward_kinematics"] = br.body_poses_from_pin(d.oMi)
+    poses = [pose_from_pin(d.oMf[br.frame_id(f)]) for f in br.model.frame_names]
+    out["frame_poses"] = (np.stack([R for R, _ in poses]), np.stack([p for _, p in poses]))
+    pin.computeJointJacobians(pm, d, qp)
+    out["jacobians"] = np.stack([br.jacobian_from_pin(pin.getJointJacobian(pm, d, int(j), pin.LOCAL))
+                                 for j in br.jid])
+    for ref, pref in REFERENCES.items():
+        out[f"frame_jacobian_{ref}"] = np.stack(
+            [br.jacobian_from_pin(pin.getFrameJacobian(pm, d, br.frame_id(f), pref)) for f in frames])
+
+    # Jdot qd: the accelerations at zero joint accelerations, without gravity (forwardKinematics ignores it)
+    pin.forwardKinematics(pm, d, qp, vp, 0 * ap)
+    pin.updateFramePlacements(pm, d)
+    out["bias_accelerations"] = br.body_motions_from_pin(d.a)
+    for ref, pref in REFERENCES.items():
+        out[f"frame_bias_acceleration_{ref}"] = np.stack(
+            [motion_from_pin(pin.getFrameAcceleration(pm, d, br.frame_id(f), pref)) for f in frames])
+    return out
+
+
+# -- the cases ---------------------------------------------------------------------------------------------------------
+
+
+def _frames(model, br):
+    """Frames for the frame Jacobians: the root link (world-fixed for a fixed base), the deepest links merged by
+    fixed joints (end effectors, feet, hands), and the last body."""
+    depth = model.topology.depth
+    merged = sorted(br.merged_frames(), key=lambda f: (-depth[model.frame_body[model.frame_index(f)]], f))
+    world_fixed = [f for f, b in zip(model.frame_names, model.frame_body) if b < 0]
+    root_link = world_fixed[0] if world_fixed else model.body_names[0]
+    names = [root_link] + merged[:N_FRAMES] + [model.body_names[-1]]
+    return tuple(dict.fromkeys(names))
+
+
+class Case:
+    def __init__(self, robot, floating):
+        self.id = f"{robot}-{'free' if floating else 'fixed'}"
+        self.model, self.pm, self.br = load_pair(robot, floating)
+        model = self.model
+        self.frames = _frames(model, self.br)
+        keys = jnp.stack([jax.random.PRNGKey(s) for s in SEEDS])
+        q = run_fast(jax.vmap(jaxmb.random_configuration, in_axes=(None, 0)), model, keys)
+        rng = np.random.default_rng(len(robot) + 100 * floating)
+        n = len(SEEDS)
+        qd, qdd, tau = (rng.standard_normal((n, model.nv)) for _ in range(3))
+        f_ext = rng.standard_normal((n, model.nb, 6))
+        self.states = [np.asarray(q), qd, qdd, tau, f_ext]
+        out = evaluate(model, q, jnp.asarray(qd), jnp.asarray(qdd), jnp.asarray(tau), jnp.asarray(f_ext),
+                       self.frames)
+        self.jaxmb = jax.tree.map(np.asarray, out)
+        self.pin = [_pinocchio(self.pm, self.br, *(x[s] for x in self.states), self.frames) for s in range(n)]
+
+
+@pytest.fixture(scope="module", params=CASES, ids=[f"{r}-{'free' if f else 'fixed'}" for r, f in CASES])
+def case(request):
+    return Case(*request.param)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report(request):
+    yield
+    if os.environ.get("JAXMB_ORACLE_REPORT"):
+        print("\nworst relative error vs Pinocchio, per algorithm:")
+        for name, (err, where) in sorted(WORST.items()):
+            print(f"  {name:40s} {err:9.2e}  ({where})")
+
+
+def _rel(x, y):
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    assert x.shape == y.shape, (x.shape, y.shape)
+    scale = np.linalg.norm(y)
+    return np.linalg.norm(x - y) / (scale if scale > 0 else 1.0)
+
+
+def check(case, name, part=None):
+    """Compare jaxmb's and Pinocchio's ``name`` (``part`` 0/1 of a pose) in every state, to `RTOL`."""
+    errors = []
+    for s in range(len(SEEDS)):
+        x = jax.tree.map(lambda a: a[s], case.jaxmb[name])
+        y = case.pin[s][name]
+        if part is not None:
+            x, y = x[part], y[part]
+        errors.append(_rel(x, y))
+    key = name if part is None else f"{name}[{'Rp'[part]}]"
+    worst = max(errors)
+    if worst > WORST.get(key, (-1.0, None))[0]:
+        WORST[key] = (worst, case.id)
+    assert worst <= RTOL, f"{case.id}: {key} differs from Pinocchio by {worst:.3e} (relative), per state {errors}"
+
+
+# -- tests -------------------------------------------------------------------------------------------------------------
+
+
+def test_structure_matches(case):
+    """Same joints (the bridge checks kinds and names), and the random states are nontrivial."""
+    model, pm = case.model, case.pm
+    assert (model.nv, model.nb) == (pm.nv, pm.njoints - 1)
+    assert model.nq == pm.nq - sum(1 for k in case.br.kind if k == "unbounded")  # (cos, sin) pairs
+    assert np.linalg.norm(case.pin[0]["gravity_forces"]) > 0
+    assert np.linalg.norm(case.pin[0]["bias_accelerations"]) > 0
+
+
+def test_mass_matrix(case):
+    check(case, "mass_matrix")
+
+
+def test_inverse_dynamics(case):
+    check(case, "inverse_dynamics")
+
+
+def test_inverse_dynamics_external_forces(case):
+    check(case, "inverse_dynamics_fext")
+
+
+def test_forward_dynamics(case):
+    check(case, "forward_dynamics")
+
+
+def test_forward_dynamics_external_forces(case):
+    check(case, "forward_dynamics_fext")
+
+
+def test_gravity_forces(case):
+    check(case, "gravity_forces")
+
+
+def test_bias_forces(case):
+    check(case, "bias_forces")
+
+
+@pytest.mark.parametrize("part", [0, 1], ids=["R", "p"])
+def test_forward_kinematics(case, part):
+    check(case, "forward_kinematics", part)
+
+
+@pytest.mark.parametrize("part", [0, 1], ids=["R", "p"])
+def test_frame_poses(case, part):
+    """Every frame (bodies, links merged by fixed joints, the root link) against Pinocchio's ``oMf``."""
+    check(case, "frame_poses", part)
+
+
+def test_jacobians(case):
+    check(case, "jacobians")
+
+
+@pytest.mark.parametrize("reference", list(REFERENCES))
+def test_frame_jacobian(case, reference):
+    if case.br.merged_frames():
+        assert set(case.frames) & set(case.br.merged_frames())
+    check(case, f"frame_jacobian_{reference}")
+
+
+def test_center_of_mass(case):
+    check(case, "center_of_mass")
+
+
+def test_kinetic_energy(case):
+    check(case, "kinetic_energy")
+
+
+def test_potential_energy(case):
+    check(case, "potential_energy")
+
+
+def test_bias_accelerations(case):
+    check(case, "bias_accelerations")
+
+
+@pytest.mark.parametrize("reference", list(REFERENCES))
+def test_frame_bias_acceleration(case, reference):
+    check(case, f"frame_bias_acceleration_{reference}")
+
+
+def test_spatial_momentum(case):
+    check(case, "spatial_momentum")

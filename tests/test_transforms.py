@@ -1,0 +1,191 @@
+"""JAX transformations of the public functions: jit == eager, vmap over states and over models == a loop,
+forward- and reverse-mode derivatives (`jax.test_util.check_grads`, NaN-free at the neutral configuration and at
+zero velocity), and float32.
+
+One small floating-base tree holds the joint kinds with distinct code paths (free, spherical, planar, and a
+revolute screw). The functions under test are gathered in `outputs`, so each transformation compiles one program.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+import jaxmb
+from jaxmb.testing import random_model, random_state
+
+RTOL = 1e-12  # float64: the same computation traced differently (jit, vmap) agrees to rounding
+FLOAT32_RTOL = 1e-3  # the float32 tolerance: float32 results against float64 ones, relative to the largest entry
+
+
+def assert_close(actual, expected, rtol=RTOL, scale=None):
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    if scale is None:
+        scale = max(1.0, float(np.max(np.abs(expected))))
+    err = float(np.max(np.abs(actual - expected)))
+    assert err <= rtol * scale, f"max error {err:.3e} > {rtol:.1e} * scale {scale:.3e}"
+
+
+def assert_tree_close(actual, expected, rtol=RTOL):
+    for a, e in zip(jax.tree.leaves(actual), jax.tree.leaves(expected), strict=True):
+        assert_close(a, e, rtol)
+
+
+@functools.cache
+def model():
+    m = random_model(20, n_bodies=4, joint_mix="mixed", floating_base=True, branching=0.5)
+    assert {"free", "revolute", "spherical", "planar"} == set(m.joint_types)
+    return m
+
+
+def states(n, seed=0):
+    """``n`` random states (q, qd, u, f_ext), stacked along a leading axis."""
+    m = model()
+    keys = jax.random.split(jax.random.PRNGKey(seed), n)
+    q, qd, u = jax.vmap(lambda k: random_state(m, k))(keys)
+    f_ext = jax.vmap(lambda k: jax.random.normal(jax.random.fold_in(k, 1), (m.nb, 6), jnp.float64))(keys)
+    return q, qd, u, f_ext
+
+
+def outputs(model, q, qd, u, f_ext):
+    """The public functions at one state; ``u`` is tau for forward dynamics and qdd for inverse dynamics."""
+    return dict(
+        forward_dynamics=jaxmb.forward_dynamics(model, q, qd, u, f_ext),
+        inverse_dynamics=jaxmb.inverse_dynamics(model, q, qd, u),
+        mass_matrix=jaxmb.mass_matrix(model, q),
+        kinetic_energy=jaxmb.kinetic_energy(model, q, qd),
+        potential_energy=jaxmb.potential_energy(model, q),
+        spatial_momentum=jaxmb.spatial_momentum(model, q, qd),
+        center_of_mass=jaxmb.center_of_mass(model, q),
+        forward_kinematics=jaxmb.forward_kinematics(model, q),
+        jacobians=jaxmb.jacobians(model, q),
+        bias_accelerations=jaxmb.bias_accelerations(model, q, qd),
+        configuration_rate=jaxmb.configuration_rate(model, q, qd),
+        integrate=jaxmb.integrate(model, q, qd, 0.01),
+    )
+
+
+jit_outputs = jax.jit(outputs)
+
+
+def test_jit_equals_eager():
+    """The jitted functions agree with op-by-op execution (the core dynamics; eager runs are slow to start)."""
+    q, qd, u, f_ext = (x[0] for x in states(1))
+    jitted = jit_outputs(model(), q, qd, u, f_ext)
+    with jax.disable_jit():
+        eager = dict(
+            forward_dynamics=jaxmb.forward_dynamics(model(), q, qd, u, f_ext),
+            inverse_dynamics=jaxmb.inverse_dynamics(model(), q, qd, u),
+            mass_matrix=jaxmb.mass_matrix(model(), q),
+            forward_kinematics=jaxmb.forward_kinematics(model(), q),
+            spatial_momentum=jaxmb.spatial_momentum(model(), q, qd),
+        )
+    assert_tree_close({k: jitted[k] for k in eager}, eager)
+
+
+def test_vmap_over_states_equals_loop():
+    batch = states(3, seed=1)
+    batched = jax.jit(jax.vmap(outputs, in_axes=(None, 0, 0, 0, 0)))(model(), *batch)
+    for i in range(3):
+        assert_tree_close(jax.tree.map(lambda a: a[i], batched), jit_outputs(model(), *(x[i] for x in batch)))
+
+
+def test_vmap_over_models_equals_loop():
+    """A batch of models of one topology (different masses, inertias, centres of mass and gravity), stacked leaf
+    by leaf, is a valid `vmap` argument (domain randomization)."""
+    m = model()
+    other = m.replace(mass=1.7 * m.mass, inertia=0.6 * m.inertia, com=m.com[::-1], gravity=jnp.array([0.5, 0.0, -3.0]))
+    stacked = jax.tree.map(lambda a, b: jnp.stack([a, b]), m, other)
+    q, qd, u, f_ext = (x[0] for x in states(1, seed=2))
+    batched = jax.jit(jax.vmap(outputs, in_axes=(0, None, None, None, None)))(stacked, q, qd, u, f_ext)
+    for i, mi in enumerate((m, other)):
+        assert_tree_close(jax.tree.map(lambda a: a[i], batched), jit_outputs(mi, q, qd, u, f_ext))
+    assert np.abs(batched["forward_dynamics"][0] - batched["forward_dynamics"][1]).max() > 1e-2
+
+
+# -- derivatives -----------------------------------------------------------------------------------------------
+
+
+@jax.jit
+def dynamics(q, qd, u, mass, com):
+    """Forward and inverse dynamics (with ``u`` as tau and as qdd) as one function of the state and of the
+    model's masses and centres of mass."""
+    m = model().replace(mass=mass, com=com)
+    return jnp.concatenate([jaxmb.forward_dynamics(m, q, qd, u), jaxmb.inverse_dynamics(m, q, qd, u)])
+
+
+def derivative_points():
+    m = model()
+    q, qd, u, _ = (x[0] for x in states(1, seed=3))
+    neutral = jaxmb.neutral_configuration(m)
+    return {
+        "random": (q, qd, u, m.mass, m.com),
+        "neutral": (neutral, jnp.zeros_like(qd), jnp.zeros_like(u), m.mass, m.com),  # identity quaternions, at rest
+    }
+
+
+@pytest.mark.parametrize("point", ["random", "neutral"])
+def test_check_grads_of_forward_and_inverse_dynamics(point):
+    """`check_grads` (order 1, forward and reverse mode) with respect to q, qd, tau/qdd, masses and centres of
+    mass, at a random state and at q = neutral (identity quaternions), qd = 0. Derivatives must also be free of
+    NaN and inf (check_grads compares NaN as equal to NaN)."""
+    args = derivative_points()[point]
+    check_grads(dynamics, args, order=1, modes=("fwd", "rev"))
+    keys = jax.random.split(jax.random.PRNGKey(0), len(args))
+    tangents = tuple(jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, args))
+    out, tangent_out = jax.jvp(dynamics, args, tangents)
+    cotangents = jax.vjp(dynamics, *args)[1](jnp.ones_like(out))
+    for x in (tangent_out, *cotangents):
+        assert np.all(np.isfinite(x))
+    if point == "random":
+        assert min(np.abs(c).max() for c in cotangents) > 1e-3  # every argument matters (at rest, dC/dqd = 0)
+
+
+@jax.jit
+def _integrate(q, qd, dt):
+    return jaxmb.integrate(model(), q, qd, dt)
+
+
+@jax.jit
+def _integrate_derivatives(q, qd, dt):
+    m = model()
+    step = jax.jacfwd(lambda v: jaxmb.integrate(m, q, v, dt))(qd)
+    step_rev = jax.jacrev(lambda v: jaxmb.integrate(m, q, v, dt))(qd)
+    rate = jax.jacfwd(lambda v: jaxmb.configuration_rate(m, q, v))(qd)
+    return step, step_rev, rate
+
+
+@pytest.mark.parametrize("speed", [0.0, 1e-7, 1e-4])
+def test_integrate_derivative_near_zero_velocity(speed):
+    """d integrate(q, qd, dt)/d qd at (near) qd = 0 is dt d configuration_rate/d qd, finite in both modes: the
+    rotation-vector maps (quaternion exponential, SO(3) left Jacobian) are smooth through zero (the near-singular
+    samples of jaxlie's exp(1e-7 xi))."""
+    q, qd, *_ = (x[0] for x in states(1, seed=4))
+    direction = qd / jnp.linalg.norm(qd)
+    dt = 0.1
+    step, step_rev, rate = _integrate_derivatives(q, speed * direction, dt)
+    assert np.all(np.isfinite(step)) and np.all(np.isfinite(step_rev))
+    assert_close(step_rev, step)
+    # first order in dt |qd|: the deviation from the linearization is O(speed * dt^2)
+    assert_close(step, dt * rate, rtol=max(1e-12, 10 * speed * dt))
+    check_grads(lambda v: _integrate(q, v, dt), (speed * direction,), order=1, modes=("fwd", "rev"))
+
+
+# -- float32 -------------------------------------------------------------------------------------------------------
+
+
+def test_float32_matches_float64():
+    """`Model.cast(float32)` with float32 inputs computes in float32 (every output is float32) and agrees with
+    the float64 result to FLOAT32_RTOL, relative to the largest entry of each output."""
+    batch = states(1, seed=5)
+    args64 = tuple(x[0] for x in batch)
+    args32 = tuple(x.astype(jnp.float32) for x in args64)
+    out64 = jit_outputs(model(), *args64)
+    out32 = jit_outputs(model().cast(jnp.float32), *args32)
+    for (path, a32), a64 in zip(jax.tree_util.tree_leaves_with_path(out32), jax.tree.leaves(out64), strict=True):
+        assert a32.dtype == jnp.float32, path
+        assert_close(a32, a64, rtol=FLOAT32_RTOL, scale=max(1e-3, float(np.abs(a64).max())))
