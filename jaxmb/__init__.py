@@ -5,10 +5,27 @@ Conventions: spatial vectors angular first ``[w; v]``; quaternions ``[w, x, y, z
 (``model.gravity``, default ``[0, 0, -9.81]``). See README.md and docs in each module.
 """
 
-from jaxmb import joints, spatial
+from jaxmb import assets, joints, operators, spatial
 from jaxmb.configuration import configuration_rate, integrate, neutral_configuration, random_configuration
-from jaxmb.dynamics.energy import center_of_mass, kinetic_energy, potential_energy, spatial_momentum, total_mass
-from jaxmb.dynamics.forward import forward_dynamics
+from jaxmb.dynamics.articulated import ArticulatedBody, articulated_body, forward_dynamics
+from jaxmb.dynamics.energy import (
+    center_of_mass,
+    centroidal_momentum,
+    centroidal_momentum_matrix,
+    kinetic_energy,
+    potential_energy,
+    spatial_momentum,
+    total_mass,
+)
+from jaxmb.dynamics.factorization import (
+    innovations_factor_inverse,
+    innovations_factors,
+    log_det_mass_matrix,
+    mass_matrix_inverse,
+    mass_matrix_inverse_times,
+)
+from jaxmb.dynamics.forces import express_forces, interbody_forces
+from jaxmb.dynamics.hybrid import hybrid_dynamics
 from jaxmb.dynamics.inverse import bias_forces, body_forces, gravity_forces, inverse_dynamics
 from jaxmb.dynamics.mass import composite_inertias, mass_matrix
 from jaxmb.errors import ModelError
@@ -18,7 +35,7 @@ from jaxmb.kinematics import (
     body_velocities,
     forward_kinematics,
     frame_bias_acceleration,
-    frame_jacobian,
+    jacobian,
     frame_poses,
     frame_velocity,
     jacobians,

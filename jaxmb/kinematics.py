@@ -90,7 +90,7 @@ def _express(J, T_frame, reference):
     raise ValueError(f"reference must be one of {REFERENCES}, got {reference!r}")
 
 
-def frame_jacobian(model, q, name, reference="local"):
+def jacobian(model, q, name, reference="local"):
     """Jacobian (6, nv) of a body or frame: ``local`` (frame coordinates), ``world_aligned`` (origin at the
     frame, world axes; Pinocchio's LOCAL_WORLD_ALIGNED) or ``world`` (spatial velocity at the world origin)."""
     i = model.frame_index(name)
@@ -105,8 +105,8 @@ def frame_jacobian(model, q, name, reference="local"):
 
 
 def frame_velocity(model, q, qd, name, reference="local"):
-    """Spatial velocity (6,) of a body or frame, expressed as in `frame_jacobian`."""
-    return frame_jacobian(model, q, name, reference) @ qd
+    """Spatial velocity (6,) of a body or frame, expressed as in `jacobian`."""
+    return jacobian(model, q, name, reference) @ qd
 
 
 def frame_bias_acceleration(model, q, qd, name, reference="local"):

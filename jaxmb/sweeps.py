@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb.spatial import Transform, mv, phi
 from jaxmb.topology import Topology
 
 
@@ -122,3 +123,26 @@ def up(topo: Topology, step, zero, *args, dofs=()):
         if dofs:
             dof_outs.insert(0, res[2])
     return (_concat(outs), _concat(dof_outs)) if dofs else _concat(outs)
+
+
+def ancestor_walk(topo: Topology, X, H, F, tau_bar=None):
+    """The entries ``H(i) A(i, k) F_j`` of every coordinate column j, for the coordinates i of each ancestor-or-self
+    of j's body k, walking all columns up one level per step (the off-diagonal recursion of Lemma 9.3, Alg 9.3).
+
+    Args:
+        X: joint poses (Transform, nb).   H (nv, 6): hinge map rows.
+        F (nv, 6): column j as a force-like 6-vector in the coordinates of its own body k.
+        tau_bar (nb, 6, 6) or None: the edge operator is ``phi(parent, m)`` (None) or, after the first step,
+            ``psi(parent, m) = phi(parent, m) tau_bar(m)``; the first step always uses ``phi``.
+    Returns:
+        the entries, in the order indexed by ``topo.ancestor_index`` (or ``topo.mass_matrix_index`` mirrored).
+    """
+    values = []
+    for s, w in enumerate(topo.ancestor_walk):
+        if s:
+            F = F[w.keep :]
+            if tau_bar is not None and s > 1:
+                F = mv(tau_bar[w.moved], F)
+            F = phi(Transform(X.R[w.moved], X.p[w.moved]), F)  # to the next ancestor's frame
+        values.append(jnp.sum(H[w.rows] * F[w.cols - w.start], -1))  # H(i) A(i, k) F_j
+    return values

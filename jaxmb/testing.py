@@ -1,21 +1,16 @@
-"""Random trees and dense reference operators, for tests and teaching.
+"""Random trees and states for tests and teaching.
 
-`random_model` draws a tree with a chosen joint mix, random placements and valid random inertias.
-`dense_operators` builds the book's stacked operators (E_phi, phi, H, M) of a model at one configuration as
-dense matrices, in the model's body order, so identities such as ``M = H phi M phi* H*`` (9.3) can be checked
-against the O(N) recursions.
+`random_model` draws a tree with a chosen joint mix, random placements and valid random inertias; the dense
+operators of a model (to check identities such as ``M = H phi M phi* H*`` (9.3) against the O(N) recursions)
+are in `jaxmb.operators`.
 """
-
-from typing import NamedTuple
 
 import jax
 import numpy as np
 
 from jaxmb import joints
 from jaxmb.configuration import random_configuration
-from jaxmb.hinges import body_inertias, hinge_map, joint_poses
 from jaxmb.model import ModelBuilder
-from jaxmb.spatial import phi_matrix
 
 
 def _random_rotation(rng):
@@ -76,38 +71,6 @@ def random_model(seed, n_bodies=8, joint_mix="mixed", floating_base=False, branc
         b.add_body(f"b{i}", parent, joint, joint_name=f"j{i}" if i or not floating_base else "root",
                    placement=placement, mass=m, com=c, inertia=I)
     return b.build()
-
-
-class DenseOperators(NamedTuple):
-    """The book's stacked operators at one configuration (bodies in model order, 6-blocks angular first).
-
-    E_phi (6nb, 6nb): block (parent k, k) = phi(parent k, k).   phi = (I - E_phi)^-1 (8.14).
-    H (nv, 6nb): block-diagonal hinge maps.   M (6nb, 6nb): block-diagonal body inertias.
-    """
-
-    E_phi: np.ndarray
-    phi: np.ndarray
-    H: np.ndarray
-    M: np.ndarray
-
-
-def dense_operators(model, q) -> DenseOperators:
-    nb, nv = model.nb, model.nv
-    X = joint_poses(model, q)
-    phis = np.asarray(phi_matrix(X))
-    E = np.zeros((6 * nb, 6 * nb))
-    for k, p in enumerate(model.topology.parent):
-        if p >= 0:
-            E[6 * p : 6 * p + 6, 6 * k : 6 * k + 6] = phis[k]
-    Hrows = np.asarray(hinge_map(model))
-    H = np.zeros((nv, 6 * nb))
-    for i, k in enumerate(model.topology.dof_body):
-        H[i, 6 * k : 6 * k + 6] = Hrows[i]
-    Mb = np.asarray(body_inertias(model))
-    M = np.zeros((6 * nb, 6 * nb))
-    for k in range(nb):
-        M[6 * k : 6 * k + 6, 6 * k : 6 * k + 6] = Mb[k]
-    return DenseOperators(E, np.linalg.inv(np.eye(6 * nb) - E), H, M)
 
 
 def random_state(model, key):

@@ -120,6 +120,13 @@ class Topology:
         index = np.full((self.nv, self.nv), len(rows))
         index[rows, cols] = np.arange(len(rows))
         self.mass_matrix_index = index
+        # the same entries unmirrored: A(i, j) for i an ancestor-or-self coordinate of j, else the zero
+        n_walk = sum(len(w.rows) for w in self.ancestor_walk)
+        index = np.full((self.nv, self.nv), n_walk)
+        index[rows[:n_walk], cols[:n_walk]] = np.arange(n_walk)
+        self.ancestor_index = index
+        # position of each coordinate inside its joint
+        self.dof_local = np.arange(self.nv) - self.v_offset[self.dof_body]
         self._key = (self.parent.tobytes(), self.kinds)
 
     def _ancestor_walk(self):

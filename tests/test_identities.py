@@ -20,7 +20,8 @@ import pytest
 
 import jaxmb
 from jaxmb.rotation import quat_to_matrix
-from jaxmb.testing import dense_operators, random_model, random_state
+from jaxmb.operators import dense_operators
+from jaxmb.testing import random_model, random_state
 
 # float64 tolerance, relative to the magnitude of the expected value (or an explicit scale)
 RTOL = 1e-10
@@ -82,7 +83,7 @@ def vee(S):
 
 
 def _frame_quantities(model, q, qd, rate, name):
-    out = {ref: jaxmb.frame_jacobian(model, q, name, ref) for ref in ("local", "world_aligned", "world")}
+    out = {ref: jaxmb.jacobian(model, q, name, ref) for ref in ("local", "world_aligned", "world")}
     out["velocity_local"] = jaxmb.frame_velocity(model, q, qd, name)
     out["velocity_world"] = jaxmb.frame_velocity(model, q, qd, name, "world")
     out["bias_local"] = jaxmb.frame_bias_acceleration(model, q, qd, name)
@@ -399,7 +400,7 @@ def test_frame_jacobians_consistent_across_references(name):
     """For a frame at a random placement S on body b: local == phi*(b, frame) J(b) column by column;
     world_aligned == R_f local blockwise, and world_aligned qd == [vee(dR_f/dt R_f*); dp_f/dt] from the frame's
     world pose; world == world_aligned moved to the world origin, and equals the world-frame Jacobian of body b
-    itself (a rigid body has one spatial velocity field); frame_velocity == frame_jacobian qd."""
+    itself (a rigid body has one spatial velocity field); frame_velocity == jacobian qd."""
     model, results = evaluated(name)
     for (q, qd, *_), out in results:
         T = out["T"]

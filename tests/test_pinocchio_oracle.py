@@ -64,9 +64,13 @@ def _evaluate(model, q, qd, qdd, tau, f_ext, frames):
         "kinetic_energy": jaxmb.kinetic_energy(model, q, qd),
         "potential_energy": jaxmb.potential_energy(model, q),
         "spatial_momentum": jaxmb.spatial_momentum(model, q, qd),
+        "mass_matrix_inverse": jaxmb.mass_matrix_inverse(model, q),
+        "centroidal_momentum_matrix": jaxmb.centroidal_momentum_matrix(model, q),
+        "interbody_forces": jaxmb.interbody_forces(model, q, qd, tau, f_ext),
+        "body_forces": jaxmb.body_forces(model, q, qd, qdd, f_ext),
     }
     for ref in REFERENCES:
-        out[f"frame_jacobian_{ref}"] = jnp.stack([jaxmb.frame_jacobian(model, q, f, ref) for f in frames])
+        out[f"frame_jacobian_{ref}"] = jnp.stack([jaxmb.jacobian(model, q, f, ref) for f in frames])
         out[f"frame_bias_acceleration_{ref}"] = jnp.stack(
             [jaxmb.frame_bias_acceleration(model, q, qd, f, ref) for f in frames])
     return out
@@ -102,6 +106,14 @@ def _pinocchio(pm, br, q, qd, qdd, tau, f_ext, frames):
     hg = pin.computeCentroidalMomentum(pm, d, qp, vp)  # about the centre of mass, world axes, [linear; angular]
     c = np.array(d.com[0])
     out["spatial_momentum"] = np.concatenate([hg.angular + np.cross(c, hg.linear), hg.linear])  # about the origin
+
+    Minv = pin.computeMinverse(pm, d, qp)
+    out["mass_matrix_inverse"] = br.matrix_from_pin(np.triu(Minv) + np.triu(Minv, 1).T)
+    out["centroidal_momentum_matrix"] = br.jacobian_from_pin(pin.ccrba(pm, d, qp, vp))
+    pin.rnea(pm, d, qp, vp, pin.aba(pm, d, qp, vp, taup, fext).copy(), fext)  # the forces of the motion tau makes
+    out["interbody_forces"] = br.fext_from_pin(d.f)
+    pin.rnea(pm, d, qp, vp, ap, fext)
+    out["body_forces"] = br.fext_from_pin(d.f)
 
     pin.forwardKinematics(pm, d, qp)
     pin.updateFramePlacements(pm, d)
@@ -280,3 +292,19 @@ def test_frame_bias_acceleration(case, reference):
 
 def test_spatial_momentum(case):
     check(case, "spatial_momentum")
+
+
+def test_mass_matrix_inverse(case):
+    check(case, "mass_matrix_inverse")
+
+
+def test_centroidal_momentum_matrix(case):
+    check(case, "centroidal_momentum_matrix")
+
+
+def test_interbody_forces_from_forward_dynamics(case):
+    check(case, "interbody_forces")
+
+
+def test_body_forces_from_inverse_dynamics(case):
+    check(case, "body_forces")

@@ -4,9 +4,9 @@ import jax
 import jax.numpy as jnp
 
 from jaxmb.hinges import body_inertias
-from jaxmb.kinematics import body_velocities, forward_kinematics
+from jaxmb.kinematics import body_velocities, forward_kinematics, jacobians
 from jaxmb.spatial import kinetic_energy as _body_kinetic_energy
-from jaxmb.spatial import mv, phi, transform_point
+from jaxmb.spatial import Transform, mm, mv, phi, transform_point
 
 
 def kinetic_energy(model, q, qd):
@@ -35,3 +35,23 @@ def spatial_momentum(model, q, qd):
     world origin, angular first (6,)."""
     h_body = mv(body_inertias(model), body_velocities(model, q, qd))
     return jnp.sum(jax.vmap(phi)(forward_kinematics(model, q), h_body), 0)
+
+
+def centroidal_momentum_matrix(model, q):
+    """``A_g(q)`` (6, nv) with ``h_g = A_g qd`` the centroidal momentum: the spatial momentum about the centre of
+    mass, in world-aligned coordinates, angular first (Orin and Goswami; Pinocchio's ``ccrba`` is linear first).
+
+    ``A_g = sum_k phi(G, k) M(k) J(k)``, with ``J(k)`` the body Jacobians and ``phi(G, k)`` moving body forces to
+    the centre of mass G with world axes.
+    """
+    T = forward_kinematics(model, q)
+    to_com = Transform(T.R[:, None], (T.p - center_of_mass(model, q))[:, None])  # body frames seen from G
+    MJ = mm(body_inertias(model), jacobians(model, q))  # M(k) J(k), (nb, 6, nv)
+    return jnp.sum(phi(to_com, jnp.swapaxes(MJ, -1, -2)), 0).T
+
+
+def centroidal_momentum(model, q, qd):
+    """``h_g = A_g qd`` (6,): spatial momentum about the centre of mass, world-aligned, angular first."""
+    h = spatial_momentum(model, q, qd)  # about the world origin
+    c = center_of_mass(model, q)
+    return jnp.concatenate([h[:3] - jnp.cross(c, h[3:]), h[3:]])

@@ -4,8 +4,8 @@ import jax.numpy as jnp
 
 from jaxmb.hinges import body_inertias, hinge_map, joint_poses
 from jaxmb.model import check_shapes
-from jaxmb.spatial import Transform, mv, phi, phi_congruence
-from jaxmb.sweeps import up
+from jaxmb.spatial import mv, phi_congruence
+from jaxmb.sweeps import ancestor_walk, up
 
 
 def _composite_step(R_children, X_k, M_k):
@@ -30,13 +30,8 @@ def mass_matrix(model, q):
     X = joint_poses(model, q)
     H = hinge_map(model)
     R = up(model.topology, _composite_step, jnp.zeros((6, 6), X.p.dtype), X, body_inertias(model))
-    walk = model.topology.ancestor_walk
-    F = mv(R[model.topology.dof_body], H)  # (nv, 6)
-    values = []
-    for s, w in enumerate(walk):
-        if s:
-            F = phi(Transform(X.R[w.moved], X.p[w.moved]), F[w.keep :])  # to the next ancestor's frame
-        values.append(jnp.sum(H[w.rows] * F[w.cols - w.start], -1))  # M(i, j) = H(i) phi(i, k) R(k) H*(k)
+    F = mv(R[model.topology.dof_body], H)  # columns R(k) H*(k), (nv, 6)
+    values = ancestor_walk(model.topology, X, H, F)  # M(i, j) = H(i) phi(i, k) R(k) H*(k)         (9.20)
     off_diagonal = values[1:]
     v = jnp.concatenate(values + off_diagonal + [jnp.zeros(1, F.dtype)])
     return v[model.topology.mass_matrix_index]  # a gather: XLA fuses it, where a scatter would not

@@ -1,0 +1,125 @@
+"""Cost of the spatial-operator layer, against Pinocchio measured in the same run.
+
+    python benchmarks/operators.py                 # panda, go1, talos_full_v2 (free base); batch 1024; f64, f32
+    python benchmarks/operators.py --quick         # talos only, float32
+
+Per robot and precision, jaxmb's jit(vmap(f)) per-state time and compile time of:
+
+* the mass-matrix inverse three ways: `mass_matrix_inverse` (the factors L^-1 and D), ``M^-1 e_j`` by vmapped
+  O(N) solves (`mass_matrix_inverse_times`), and ``jnp.linalg.inv(mass_matrix)``; the peer is Pinocchio's
+  ``computeMinverse`` in a single-call loop (it has no parallel version);
+* ``M^-1 x`` in O(N) and the forward dynamics, against Pinocchio's ``abaInParallel`` (all cores);
+* inter-body forces by eq. 18 (`interbody_forces`) against forward dynamics alone, and against forward dynamics
+  followed by a Newton-Euler force sweep (`body_forces`);
+* hybrid dynamics with a random mask against forward dynamics;
+* ``log_det_mass_matrix`` and its gradient (cost relative to the value).
+
+Writes ``benchmarks/results/operators-<backend>-<cores>core.json``.
+"""
+
+import argparse
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxmb
+from common import best_time, compile_time, load, machine, pinocchio_states, robot_path, save
+
+
+def functions(model):
+    nv = model.nv
+    mask = jax.random.bernoulli(jax.random.PRNGKey(1), 0.5, (nv,))
+    eye = jnp.eye(nv, dtype=model.mass.dtype)
+    return {
+        "forward_dynamics": lambda q, qd, x: jaxmb.forward_dynamics(model, q, qd, x),
+        "minv_factors": lambda q, qd, x: jaxmb.mass_matrix_inverse(model, q),
+        "minv_columns": lambda q, qd, x: jax.vmap(lambda e: jaxmb.mass_matrix_inverse_times(model, q, e),
+                                                  out_axes=1)(eye),
+        "minv_dense": lambda q, qd, x: jnp.linalg.inv(jaxmb.mass_matrix(model, q)),
+        "minv_times": lambda q, qd, x: jaxmb.mass_matrix_inverse_times(model, q, x),
+        "interbody_eq18": lambda q, qd, x: jaxmb.interbody_forces(model, q, qd, x),
+        "interbody_fd_rnea": lambda q, qd, x: jaxmb.body_forces(model, q, qd,
+                                                                jaxmb.forward_dynamics(model, q, qd, x)),
+        "hybrid": lambda q, qd, x: jaxmb.hybrid_dynamics(model, q, qd, x, mask),
+        "log_det": lambda q, qd, x: jaxmb.log_det_mass_matrix(model, q),
+        "grad_log_det": lambda q, qd, x: jax.grad(jaxmb.log_det_mass_matrix, argnums=1)(model, q),
+    }
+
+
+def pinocchio_peer(name, batch, loop_states=256):
+    import pinocchio as pin
+
+    pm = pin.buildModelFromUrdf(robot_path(name), pin.JointModelFreeFlyer())
+    pd = pm.createData()
+    q, v, x = pinocchio_states(pm, max(batch, loop_states))
+    t0 = time.perf_counter()
+    for i in range(loop_states):
+        pin.computeMinverse(pm, pd, q[:, i])
+    minv_loop = (time.perf_counter() - t0) / loop_states
+    pool = pin.ModelPool(pm, os.cpu_count())
+    out = np.zeros((pm.nv, batch))
+    qb, vb, xb = q[:, :batch], v[:, :batch], x[:, :batch]
+    best = np.inf
+    for _ in range(5):
+        t0 = time.perf_counter()
+        pin.abaInParallel(os.cpu_count(), pool, qb, vb, xb, out)
+        best = min(best, time.perf_counter() - t0)
+    return {"computeMinverse_loop": minv_loop, "aba_parallel": best / batch}
+
+
+def run(name, dtype, batch):
+    model = load(name, True, dtype)
+    k1, k2, k3 = jax.random.split(jax.random.PRNGKey(0), 3)
+    q = jax.vmap(lambda k: jaxmb.random_configuration(model, k))(jax.random.split(k1, batch)).astype(dtype)
+    qd = jax.random.normal(k2, (batch, model.nv), dtype)
+    x = jax.random.normal(k3, (batch, model.nv), dtype)
+    rows = {}
+    for fname, f in functions(model).items():
+        jitted = jax.jit(jax.vmap(f))
+        seconds, compiled = compile_time(jitted, q, qd, x)
+        per_state = best_time(compiled, q, qd, x) / batch
+        rows[fname] = {"per_state_s": per_state, "compile_s": seconds}
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="talos only, float32")
+    parser.add_argument("--batch", type=int, default=1024)
+    parser.add_argument("--no-save", action="store_true")
+    args = parser.parse_args()
+    robots = ["talos_full_v2"] if args.quick else ["panda", "go1", "talos_full_v2"]
+    dtypes = [jnp.float32] if args.quick else [jnp.float32, jnp.float64]
+    results = {"machine": machine(), "batch": args.batch, "robots": {}}
+    for name in robots:
+        peer = pinocchio_peer(name, args.batch)
+        print(f"\n{name} (free base): Pinocchio computeMinverse {peer['computeMinverse_loop'] * 1e6:.2f} us "
+              f"(single call), abaInParallel {peer['aba_parallel'] * 1e6:.2f} us/state")
+        results["robots"][name] = {"pinocchio": peer}
+        for dtype in dtypes:
+            if dtype == jnp.float64:
+                jax.config.update("jax_enable_x64", True)
+            rows = run(name, dtype, args.batch)
+            results["robots"][name][jnp.dtype(dtype).name] = rows
+            fd = rows["forward_dynamics"]["per_state_s"]
+            for fname, r in rows.items():
+                t = r["per_state_s"]
+                if fname.startswith("minv_") and fname != "minv_times":
+                    peer_note = f"x{peer['computeMinverse_loop'] / t:.3f} of Pinocchio computeMinverse"
+                elif fname in ("forward_dynamics", "minv_times"):
+                    peer_note = f"x{peer['aba_parallel'] / t:.3f} of Pinocchio abaInParallel"
+                elif fname == "grad_log_det":
+                    peer_note = f"{t / rows['log_det']['per_state_s']:.2f}x the log det"
+                else:
+                    peer_note = f"{t / fd:.2f}x forward dynamics"
+                print(f"  {jnp.dtype(dtype).name:7s} {fname:18s} {t * 1e6:9.2f} us/state, compile "
+                      f"{r['compile_s']:5.2f} s, {peer_note}")
+    if not args.no_save:
+        print("saved", save("operators", results))
+
+
+if __name__ == "__main__":
+    main()

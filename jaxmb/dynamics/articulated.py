@@ -1,0 +1,136 @@
+"""Articulated-body quantities: the Riccati sweep and the AB forward dynamics (book Alg 7.2 on trees, (9.33),
+Lemma 9.12; Table 7.1), returned whole so that the factorization, inter-body forces and hybrid dynamics reuse
+one sweep.
+
+Pass 0 (down) finds V(k) and the Coriolis and gyroscopic terms a(k), b(k); pass 1 (up) the articulated-body
+inertias P(k), residual forces z(k) and innovations eps(k); pass 2 (down) the accelerations. Gravity enters as
+the world's acceleration ``alpha(world) = [0; -g]``, so pass 2 uses ``nu`` rather than ``nu_bar`` (Alg 7.2).
+"""
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, hinge_motion, joint_poses
+from jaxmb.kinematics import _velocity_step
+from jaxmb.model import check_shapes
+from jaxmb.spatial import cross_force, cross_motion, mm, mv, phi, phi_congruence, phi_star
+from jaxmb.sweeps import down, up
+
+
+class ArticulatedBody(NamedTuple):
+    """The articulated-body quantities of one state. Per body (nb, ...) in ``model.body_names`` order, in body
+    coordinates; per coordinate (nv, ...) in ``q`` order, row j belonging to the joint of ``dof_body[j]``.
+
+    P, P_plus (nb, 6, 6)    articulated inertia before and after the joint, ``P+ = tau_bar P`` (6.28, 6.16)
+    tau_bar (nb, 6, 6)      ``I - G(k) H(k)`` (6.16)
+    psi (nb, 6, 6)          ``psi(parent k, k) = phi(parent k, k) tau_bar(k)``, in parent coordinates (6.29)
+    z, z_plus (nb, 6)       residual forces before and after the joint (7.42)
+    a, b (nb, 6)            Coriolis acceleration and gyroscopic force (``b`` includes ``-f_ext``)
+    alpha, alpha_plus (nb, 6)  body acceleration and the parent's acceleration moved to the body
+    log_det_D (nb,)         ``log det D(k)``
+    G (nv, 6)               row j: the column of the Kalman gain ``G(k) = P H* D^-1`` for coordinate j
+    K (nv, 6)               row j: the column of ``K(parent k, k) = phi(parent k, k) G(k)`` (6.36), parent coords
+    D (nv, 6)               row j: the row of ``D(k) = H P H*`` for coordinate j, in its first nv_k entries
+    eps, nu, qdd (nv,)      innovations ``T - H z``, ``D^-1 eps``, joint accelerations (7.31)
+    """
+
+    P: jnp.ndarray
+    P_plus: jnp.ndarray
+    tau_bar: jnp.ndarray
+    psi: jnp.ndarray
+    z: jnp.ndarray
+    z_plus: jnp.ndarray
+    a: jnp.ndarray
+    b: jnp.ndarray
+    alpha: jnp.ndarray
+    alpha_plus: jnp.ndarray
+    log_det_D: jnp.ndarray
+    G: jnp.ndarray
+    K: jnp.ndarray
+    D: jnp.ndarray
+    eps: jnp.ndarray
+    nu: jnp.ndarray
+    qdd: jnp.ndarray
+
+
+def solve_small(D, x):
+    """``D^-1 x`` for a small symmetric positive definite ``D`` (n, n): a division for the common n = 1."""
+    return x / D[..., 0, :] if D.shape[-1] == 1 else jnp.linalg.solve(D, x)
+
+
+def _log_det(D):
+    return jnp.log(D[0, 0]) if D.shape[-1] == 1 else jnp.linalg.slogdet(D)[1]
+
+
+def _swap(A):
+    return jnp.swapaxes(A, -1, -2)
+
+
+def _articulated_step(children, X_k, M_k, a_k, b_k, H_k, T_k):
+    P_children, z_children = children
+    n = H_k.shape[0]
+    P = P_children + M_k  # P(k) = sum_j phi(k, j) P+(j) phi*(k, j) + M(k)          (6.28)
+    z = z_children + mv(P, a_k) + b_k  # z(k) = sum_j phi(k, j) z+(j) + P a(k) + b(k)    (7.42)
+    PH = mm(P, H_k.T)  # P(k) H*(k)                                              (6, n)
+    D = mm(H_k, PH)  # D(k) = H(k) P(k) H*(k)                                    (6.13)
+    G = _swap(solve_small(D, PH.T))  # G(k) = P(k) H*(k) D^-1(k), the Kalman gain  (6, n)
+    eps = T_k - mv(H_k, z)  # eps(k) = T(k) - H(k) z(k)
+    nu = solve_small(D, eps[:, None])[:, 0]  # nu(k) = D^-1(k) eps(k)
+    tau_bar = jnp.eye(6, dtype=P.dtype) - mm(G, H_k)  # tau_bar(k) = I - G(k) H(k)            (6.16)
+    P_plus = P - mm(G, PH.T)  # P+(k) = tau_bar(k) P(k) = P - G H P
+    z_plus = z + mv(G, eps)  # z+(k) = z(k) + G(k) eps(k)
+    psi = _swap(phi(X_k, _swap(tau_bar)))  # psi(parent, k) = phi(parent, k) tau_bar(k)        (6.29)
+    K = phi(X_k, G.T)  # K(parent, k) = phi(parent, k) G(k), by columns                         (6.36)
+    D_rows = jnp.pad(D, ((0, 0), (0, 6 - n)))
+    to_parent = (phi_congruence(X_k, P_plus), phi(X_k, z_plus))
+    return to_parent, (P, P_plus, tau_bar, psi, z, z_plus, _log_det(D)), (G.T, K, D_rows, eps, nu)
+
+
+def velocity_terms(model, q, qd, f_ext=None):
+    """Pass 0 of the forward dynamics: joint poses ``X``, hinge map ``H`` (nv, 6), body inertias ``M``
+    (nb, 6, 6), and the Coriolis and gyroscopic terms ``a``, ``b`` (nb, 6), ``b`` less ``f_ext``."""
+    X = joint_poses(model, q)
+    H = hinge_map(model)
+    vJ = hinge_motion(model, H, qd)
+    V = down(model.topology, _velocity_step, jnp.zeros(6, X.p.dtype), X, vJ)
+    M = body_inertias(model)
+    a = cross_motion(V, vJ)  # a(k) = V(k) x H*(k) qd(k)
+    b = cross_force(V, mv(M, V))  # b(k) = V-bar(k) M(k) V(k)
+    if f_ext is not None:
+        b = b - f_ext
+    return X, H, M, a, b
+
+
+def _acceleration_step(alpha_parent, X_k, a_k, G_k, nu_k, H_k):
+    alpha_plus = phi_star(X_k, alpha_parent)  # alpha+(k) = phi*(parent, k) alpha(parent)
+    qdd = nu_k - mv(G_k, alpha_plus)  # qdd(k) = nu(k) - G*(k) alpha+(k)            (7.31)
+    alpha = alpha_plus + mv(H_k.T, qdd) + a_k  # alpha(k) = alpha+(k) + H*(k) qdd(k) + a(k)
+    return alpha, qdd
+
+
+def articulated_body(model, q, qd, tau, f_ext=None) -> ArticulatedBody:
+    """All articulated-body quantities of the state ``(q, qd, tau)`` in three O(N) sweeps (Alg 7.2).
+
+    Args: q (nq,), qd (nv,), tau (nv,), f_ext (nb, 6) or None (body coordinates, about the body origins).
+    Under ``jit``, outputs that are not used are not computed.
+    """
+    check_shapes(model, q=q, qd=qd, tau=tau, f_ext=f_ext)
+    topo = model.topology
+    X, H, M, a, b = velocity_terms(model, q, qd, f_ext)  # pass 0
+    zero = (jnp.zeros((6, 6), X.p.dtype), jnp.zeros(6, X.p.dtype))
+    body, dof = up(topo, _articulated_step, zero, X, M, a, b, dofs=(H, tau))  # pass 1
+    P, P_plus, tau_bar, psi, z, z_plus, log_det_D = body
+    G, K, D, eps, nu = dof
+    alpha, qdd = down(topo, _acceleration_step, base_acceleration(model), X, a, dofs=(G, nu, H))  # pass 2
+    alpha_plus = alpha - hinge_motion(model, H, qdd) - a
+    return ArticulatedBody(P, P_plus, tau_bar, psi, z, z_plus, a, b, alpha, alpha_plus, log_det_D, G, K, D, eps,
+                           nu, qdd)
+
+
+def forward_dynamics(model, q, qd, tau, f_ext=None):
+    """Joint accelerations ``qdd = M^-1 (tau - C(q, qd) + J* f_ext)`` (nv,) by the articulated-body algorithm.
+
+    Args: q (nq,), qd (nv,), tau (nv,), f_ext (nb, 6) or None (body coordinates, about the body origins).
+    """
+    return articulated_body(model, q, qd, tau, f_ext).qdd

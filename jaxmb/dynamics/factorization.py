@@ -1,0 +1,85 @@
+"""The innovations factorization of the mass matrix and what it gives: ``M = L D L*`` with ``L = I + H phi K``,
+``L^-1 = I - H psi K`` (7.14, 7.17; Lemma 9.11), ``M^-1 = L^-* D^-1 L^-1`` (7.18), ``M^-1 x`` in O(N), and
+``log det M = sum_k log det D(k)`` (9.53).
+
+All are built from one articulated-body sweep at zero velocity (`articulated_body`): ``P, D, G, tau_bar`` depend
+on ``q`` alone. ``L`` is unit upper triangular in jaxmb's base-first numbering (the book numbers tips first, and
+its ``L`` is lower triangular): ``L(i, j) = H(i) phi(i, j) G(j)`` for i an ancestor of j, the identity on the
+diagonal blocks, and zero between unrelated joints.
+"""
+
+import jax
+import jax.numpy as jnp
+
+from jaxmb.dynamics.articulated import articulated_body
+from jaxmb.hinges import hinge_map, joint_poses
+from jaxmb.model import check_shapes
+from jaxmb.sweeps import ancestor_walk
+
+
+def block_diagonal(topology, rows):
+    """The dense (nv, nv) block-diagonal matrix whose block k has the rows ``rows[v_offset[k] : ...][:, :nv_k]``
+    (the per-coordinate row storage of `ArticulatedBody.D`)."""
+    same_joint = topology.dof_body[:, None] == topology.dof_body[None, :]
+    return jnp.where(same_joint, rows[:, topology.dof_local], 0.0)
+
+
+def _at_rest(model, q):
+    zero = jnp.zeros(model.nv, model.mass.dtype)
+    return articulated_body(model, q, zero, zero)
+
+
+def _ancestor_matrix(model, values):
+    """Assemble walk entries (diagonal-block step first) as a dense (nv, nv) matrix, zero between unrelated joints."""
+    return jnp.concatenate(values + [jnp.zeros(1, values[0].dtype)])[model.topology.ancestor_index]
+
+
+def _identity_entries(model, dtype):
+    w = model.topology.ancestor_walk[0]
+    return jnp.asarray(w.rows == w.cols, dtype)
+
+
+def innovations_factors(model, q):
+    """``(L, D)``, both (nv, nv), with ``M(q) = L D L*``: ``L = I + H phi K`` (7.14) and ``D = diag{H P H*}``."""
+    check_shapes(model, q=q)
+    ab = _at_rest(model, q)
+    values = ancestor_walk(model.topology, joint_poses(model, q), hinge_map(model), ab.G)  # H(i) phi(i, j) G(j)
+    values[0] = _identity_entries(model, ab.G.dtype)  # H(k) G(k) = I                              (6.14)
+    return _ancestor_matrix(model, values), block_diagonal(model.topology, ab.D)
+
+
+def innovations_factor_inverse(model, q):
+    """``L^-1 = I - H psi K`` (nv, nv) (7.17), entries ``-H(i) psi(i, parent j) K(parent j, j)``, without a solve."""
+    check_shapes(model, q=q)
+    ab = _at_rest(model, q)
+    values = ancestor_walk(model.topology, joint_poses(model, q), hinge_map(model), ab.G, tau_bar=ab.tau_bar)
+    values = [_identity_entries(model, ab.G.dtype)] + [-v for v in values[1:]]
+    return _ancestor_matrix(model, values)
+
+
+def mass_matrix_inverse(model, q):
+    """``M(q)^-1`` (nv, nv) from the factors: ``[I - H psi K]* D^-1 [I - H psi K]`` (7.18)."""
+    L_inv = innovations_factor_inverse(model, q)
+    _, D = innovations_factors(model, q)
+    D_inv_L_inv = jnp.linalg.solve(D, L_inv)
+    return L_inv.T @ D_inv_L_inv
+
+
+def mass_matrix_inverse_times(model, q, x):
+    """``M(q)^-1 x`` (nv,) in O(N) without forming ``M``: the articulated-body sweeps with ``x`` as the joint
+    forces, at zero velocity and without gravity. Under ``vmap`` over ``x`` the ``q``-only sweep runs once."""
+    check_shapes(model, q=q, tau=x)
+    still = model.replace(gravity=jnp.zeros_like(model.gravity))
+    return articulated_body(still, q, jnp.zeros_like(x), x).qdd
+
+
+def log_det_mass_matrix(model, q):
+    """``log det M(q) = sum_k log det D(k)`` (9.53): ``det L = 1``. O(N), differentiable."""
+    check_shapes(model, q=q)
+    return jnp.sum(_at_rest(model, q).log_det_D)
+
+
+def mass_matrix_inverse_by_columns(model, q):
+    """``M(q)^-1`` (nv, nv) as ``M^-1 e_j`` for every unit vector, one vmapped O(N) solve: O(N^2) in all."""
+    eye = jnp.eye(model.nv, dtype=model.mass.dtype)
+    return jax.vmap(lambda e: mass_matrix_inverse_times(model, q, e), out_axes=1)(eye)

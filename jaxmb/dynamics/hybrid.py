@@ -1,0 +1,69 @@
+"""Prescribed-motion (hybrid) dynamics in O(N) (book Alg 16.1-16.2 on trees; Jain 2018 on prescribed hinges).
+
+Each velocity coordinate is either *prescribed* (its acceleration is given; its force is unknown) or *free* (its
+force is given; its acceleration is unknown). The mask is a runtime array, so changing it does not recompile.
+A joint may mix both kinds: with ``m`` the mask of its coordinates, the free part of its hinge map is
+``H_f = diag(1 - m) H`` and the sweep inverts ``D_f = H_f P H_f* + diag(m)``, which is ``D`` on the free
+coordinates and the identity on the prescribed ones. All coordinates free gives the articulated-body algorithm;
+all prescribed gives composite-body inverse dynamics (Alg 5.3).
+
+Up sweep:   P(k) = sum_j phi P+(j) phi* + M(k);   z(k) = sum_j phi z+(j) + P a + b + P H* (m qdd_given)
+            eps = (1 - m)(T - H z);   nu = D_f^-1 eps;   G_f = P H_f* D_f^-1;   P+ = P - G_f H_f P;   z+ = z + G_f eps
+Down sweep: alpha+ = phi* alpha(parent);   qdd = m qdd_given + nu - G_f* alpha+;   alpha = alpha+ + H* qdd + a
+Forces:     f(k) = P+ alpha+ + z+ (eq. 18);   T = H f on every coordinate.
+"""
+
+import jax.numpy as jnp
+
+from jaxmb.dynamics.articulated import solve_small, velocity_terms
+from jaxmb.hinges import base_acceleration, hinge_motion, hinge_project
+from jaxmb.model import check_shapes
+from jaxmb.spatial import mm, mv, phi, phi_congruence, phi_star
+from jaxmb.sweeps import down, up
+
+
+def _hybrid_step(children, X_k, M_k, a_k, b_k, H_k, u_k, m_k):
+    P_children, z_children = children
+    P = P_children + M_k  # (6.28)
+    z = z_children + mv(P, a_k + mv(H_k.T, m_k * u_k)) + b_k  # prescribed accelerations enter z (Alg 16.2)
+    H_f = (1.0 - m_k)[:, None] * H_k  # the free rows of H(k)
+    PH = mm(P, H_f.T)
+    D = mm(H_f, PH) + jnp.diag(m_k)  # D on the free coordinates, I on the prescribed ones
+    G = jnp.swapaxes(solve_small(D, PH.T), -1, -2)  # zero columns for prescribed coordinates
+    eps = (1.0 - m_k) * (u_k - mv(H_k, z))
+    nu = solve_small(D, eps[:, None])[:, 0]
+    P_plus = P - mm(G, PH.T)
+    z_plus = z + mv(G, eps)
+    return (phi_congruence(X_k, P_plus), phi(X_k, z_plus)), (P_plus, z_plus), (G.T, nu)
+
+
+def _hybrid_acceleration_step(alpha_parent, X_k, a_k, G_k, nu_k, H_k, u_k, m_k):
+    alpha_plus = phi_star(X_k, alpha_parent)
+    qdd = m_k * u_k + nu_k - mv(G_k, alpha_plus)  # prescribed: given; free: nu - G* alpha+  (7.31)
+    alpha = alpha_plus + mv(H_k.T, qdd) + a_k
+    return alpha, qdd
+
+
+def hybrid_dynamics(model, q, qd, u, prescribed, f_ext=None):
+    """Accelerations and forces when the coordinates where ``prescribed`` is true have given accelerations and
+    the others given forces.
+
+    Args:
+        q (nq,), qd (nv,); u (nv,): the given acceleration of each prescribed coordinate, the given force of
+        each free one; prescribed (nv,) bool; f_ext (nb, 6) or None.
+    Returns:
+        ``(qdd, tau)``, both (nv,): all accelerations (equal to ``u`` where prescribed) and all joint forces
+        (equal to ``u`` where free).
+    """
+    check_shapes(model, q=q, qd=qd, tau=u, f_ext=f_ext)
+    if jnp.shape(prescribed) != (model.nv,):
+        raise ValueError(f"prescribed: expected shape ({model.nv},), got {jnp.shape(prescribed)}")
+    topo = model.topology
+    m = jnp.asarray(prescribed).astype(u.dtype)
+    X, H, M, a, b = velocity_terms(model, q, qd, f_ext)
+    zero = (jnp.zeros((6, 6), X.p.dtype), jnp.zeros(6, X.p.dtype))
+    (P_plus, z_plus), (G, nu) = up(topo, _hybrid_step, zero, X, M, a, b, dofs=(H, u, m))
+    alpha, qdd = down(topo, _hybrid_acceleration_step, base_acceleration(model), X, a, dofs=(G, nu, H, u, m))
+    alpha_plus = alpha - hinge_motion(model, H, qdd) - a
+    f = mv(P_plus, alpha_plus) + z_plus  # f(k) = P+(k) alpha+(k) + z+(k)   (eq. 18)
+    return qdd, hinge_project(model, H, f)
