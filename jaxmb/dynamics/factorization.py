@@ -8,7 +8,6 @@ its ``L`` is lower triangular): ``L(i, j) = H(i) phi(i, j) G(j)`` for i an ances
 diagonal blocks, and zero between unrelated joints.
 """
 
-import jax
 import jax.numpy as jnp
 
 from jaxmb.dynamics.articulated import articulated_body
@@ -51,18 +50,21 @@ def innovations_factors(model, q):
 def innovations_factor_inverse(model, q):
     """``L^-1 = I - H psi K`` (nv, nv) (7.17), entries ``-H(i) psi(i, parent j) K(parent j, j)``, without a solve."""
     check_shapes(model, q=q)
-    ab = _at_rest(model, q)
+    return _inverse_factor(model, q, _at_rest(model, q))
+
+
+def _inverse_factor(model, q, ab):
     values = ancestor_walk(model.topology, joint_poses(model, q), hinge_map(model), ab.G, tau_bar=ab.tau_bar)
-    values = [_identity_entries(model, ab.G.dtype)] + [-v for v in values[1:]]
-    return _ancestor_matrix(model, values)
+    return _ancestor_matrix(model, [_identity_entries(model, ab.G.dtype)] + [-v for v in values[1:]])
 
 
 def mass_matrix_inverse(model, q):
     """``M(q)^-1`` (nv, nv) from the factors: ``[I - H psi K]* D^-1 [I - H psi K]`` (7.18)."""
-    L_inv = innovations_factor_inverse(model, q)
-    _, D = innovations_factors(model, q)
-    D_inv_L_inv = jnp.linalg.solve(D, L_inv)
-    return L_inv.T @ D_inv_L_inv
+    check_shapes(model, q=q)
+    ab = _at_rest(model, q)
+    L_inv = _inverse_factor(model, q, ab)
+    D = block_diagonal(model.topology, ab.D)
+    return L_inv.T @ jnp.linalg.solve(D, L_inv)
 
 
 def mass_matrix_inverse_times(model, q, x):
@@ -77,9 +79,3 @@ def log_det_mass_matrix(model, q):
     """``log det M(q) = sum_k log det D(k)`` (9.53): ``det L = 1``. O(N), differentiable."""
     check_shapes(model, q=q)
     return jnp.sum(_at_rest(model, q).log_det_D)
-
-
-def mass_matrix_inverse_by_columns(model, q):
-    """``M(q)^-1`` (nv, nv) as ``M^-1 e_j`` for every unit vector, one vmapped O(N) solve: O(N^2) in all."""
-    eye = jnp.eye(model.nv, dtype=model.mass.dtype)
-    return jax.vmap(lambda e: mass_matrix_inverse_times(model, q, e), out_axes=1)(eye)
