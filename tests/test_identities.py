@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import checks
 import jaxmb
 from jaxmb.rotation import quat_to_matrix
 from jaxmb.operators import dense_operators
@@ -60,13 +61,7 @@ def zero_gravity(model):
     return model.replace(gravity=jnp.zeros(3))
 
 
-def assert_close(actual, expected, rtol=RTOL, scale=None):
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    if scale is None:
-        scale = max(1.0, float(np.max(np.abs(expected))))
-    err = float(np.max(np.abs(actual - expected)))
-    assert err <= rtol * scale, f"max error {err:.3e} > {rtol:.1e} * scale {scale:.3e}"
+assert_close = functools.partial(checks.assert_close, rtol=RTOL)
 
 
 def vee(S):

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from jax.scipy.linalg import expm
 
+import checks
 import jaxmb
 from jaxmb import joints
 from jaxmb.joints import FREE, PLANAR, SCREW, SPHERICAL
@@ -22,12 +23,7 @@ from jaxmb.joints import FREE, PLANAR, SCREW, SPHERICAL
 RTOL = 1e-12  # float64
 
 
-def assert_close(actual, expected, rtol=RTOL):
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    scale = max(1.0, float(np.max(np.abs(expected))))
-    err = float(np.max(np.abs(actual - expected)))
-    assert err <= rtol * scale, f"max error {err:.3e} > {rtol:.1e} * scale {scale:.3e}"
+assert_close = functools.partial(checks.assert_close, rtol=RTOL)
 
 
 _AXIS = np.array([0.36, -0.48, 0.8])  # unit

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import checks
 import jaxmb
 from jaxmb.operators import dense_operators
 from jaxmb.testing import random_model, random_state
@@ -29,13 +30,7 @@ ALL = list(MODEL_SPECS)
 N_STATES = 2
 
 
-def assert_close(actual, expected, rtol=RTOL, scale=None):
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    if scale is None:
-        scale = max(1.0, float(np.max(np.abs(expected))))
-    err = float(np.max(np.abs(actual - expected)))
-    assert err <= rtol * scale, f"max error {err:.3e} > {rtol:.1e} * scale {scale:.3e}"
+assert_close = functools.partial(checks.assert_close, rtol=RTOL)
 
 
 def _evaluate(model, q, qd, u, f_ext, mask):

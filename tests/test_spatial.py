@@ -4,6 +4,7 @@ Every function is checked on a batch of random arguments (fixed seeds) against t
 the same operator, or against an algebraic identity the operator must satisfy. float64, tolerance RTOL.
 """
 
+import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 from jax.scipy.linalg import expm
 from jax.test_util import check_grads
 
+import checks
 from jaxmb import rotation, spatial
 from jaxmb.spatial import Transform
 
@@ -18,12 +20,7 @@ RTOL = 1e-12  # float64; these are a few flops deep
 N = 16  # random samples per test
 
 
-def assert_close(actual, expected, rtol=RTOL):
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    scale = max(1.0, float(np.max(np.abs(expected))))
-    err = float(np.max(np.abs(actual - expected)))
-    assert err <= rtol * scale, f"max error {err:.3e} > {rtol:.1e} * scale {scale:.3e}"
+assert_close = functools.partial(checks.assert_close, rtol=RTOL)
 
 
 @pytest.fixture

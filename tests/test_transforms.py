@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 
+import checks
 import jaxmb
 from jaxmb.testing import random_model, random_state
 
@@ -21,13 +22,7 @@ RTOL = 1e-12  # float64: the same computation traced differently (jit, vmap) agr
 FLOAT32_RTOL = 1e-3  # the float32 tolerance: float32 results against float64 ones, relative to the largest entry
 
 
-def assert_close(actual, expected, rtol=RTOL, scale=None):
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    if scale is None:
-        scale = max(1.0, float(np.max(np.abs(expected))))
-    err = float(np.max(np.abs(actual - expected)))
-    assert err <= rtol * scale, f"max error {err:.3e} > {rtol:.1e} * scale {scale:.3e}"
+assert_close = functools.partial(checks.assert_close, rtol=RTOL)
 
 
 def assert_tree_close(actual, expected, rtol=RTOL):
