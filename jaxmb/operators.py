@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from jaxmb.dynamics.articulated import articulated_body
+from jaxmb.dynamics.factorization import block_diagonal
 from jaxmb.dynamics.mass import composite_inertias
 from jaxmb.hinges import body_inertias, hinge_map, joint_poses
 from jaxmb.spatial import phi_matrix
@@ -73,11 +74,7 @@ def dense_operators(model, q) -> DenseOperators:
             E_phi[6 * p : 6 * p + 6, 6 * k : 6 * k + 6] = phis[k]
     H = _by_coordinate(model, np.asarray(hinge_map(model))).T
     G = _by_coordinate(model, np.asarray(ab.G))
-    D_rows = np.asarray(ab.D)
-    D = np.zeros((nv, nv))
-    for j, k in enumerate(topo.dof_body):
-        start = topo.v_offset[k]
-        D[j, start : start + topo.nv_body[k]] = D_rows[j, : topo.nv_body[k]]
+    D = np.asarray(block_diagonal(topo, ab.D))
     tau_bar = _block_diagonal(np.asarray(ab.tau_bar))
     E_psi = E_phi @ tau_bar
     eye = np.eye(6 * nb)
