@@ -27,7 +27,7 @@ assert_close = functools.partial(checks.assert_close, rtol=RTOL)
 
 def assert_tree_close(actual, expected, rtol=RTOL):
     for a, e in zip(jax.tree.leaves(actual), jax.tree.leaves(expected), strict=True):
-        assert_close(a, e, rtol)
+        assert_close(a, e, rtol=rtol)
 
 
 @functools.cache
