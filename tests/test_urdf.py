@@ -231,6 +231,15 @@ def test_mimic_joints_load_as_independent_joints():
     assert any("panda_finger_joint2" in n and "panda_finger_joint1" in n for n in m.notes)
 
 
+def test_mimic_tag_on_a_fixed_joint_adds_no_note():
+    """A fixed joint is merged into its parent whatever its <mimic> says: no coordinate, so nothing to note."""
+    text = robot(link("base"), link("l"), link("r"),
+                 joint("left", "base", "l", "prismatic", axis="0 1 0"),
+                 joint("right", "base", "r", "fixed", extra='<mimic joint="left" multiplier="1"/>'))
+    m = load(text)
+    assert m.joint_names == ("left",) and m.notes == ()
+
+
 def test_package_mesh_paths_are_ignored():
     geometry = ('<visual><geometry><mesh filename="package://no_such_package/meshes/link.dae" scale="1 1 1"/>'
                 '</geometry></visual><collision><geometry><mesh filename="package://no_such_package/x.stl"/>'

@@ -187,7 +187,7 @@ class _Reader:
             m, c, I = self.inertial(links[child])
             b.add_body(child, parent_of[child], self.joint(el), joint_name=el.get("name"),
                        placement=self.origin(el, el), mass=m, com=c, inertia=I)
-            if el.find("mimic") is not None:
+            if el.find("mimic") is not None and el.get("type") != "fixed":  # a fixed joint is merged, not loaded
                 b.note(f"joint {el.get('name')!r} mimics {el.find('mimic').get('joint')!r}: loaded as an "
                        "independent joint (its coupling is not enforced)")
         return b.build()
