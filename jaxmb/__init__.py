@@ -28,6 +28,16 @@ from jaxmb.dynamics.forces import express_forces, interbody_forces
 from jaxmb.dynamics.hybrid import hybrid_dynamics
 from jaxmb.dynamics.inverse import bias_forces, body_forces, gravity_forces, inverse_dynamics
 from jaxmb.dynamics.mass import composite_inertias, mass_matrix
+from jaxmb.dynamics.opspace import (
+    TaskInertia,
+    TaskSpace,
+    operational_space_bias,
+    operational_space_compliance,
+    operational_space_control,
+    operational_space_inertia,
+    task_space,
+    upsilon,
+)
 from jaxmb.errors import ModelError
 from jaxmb.io.urdf import load_urdf, load_urdf_string
 from jaxmb.kinematics import (

@@ -114,6 +114,12 @@ def phi_congruence(A: Transform, P):
     return mm(mm(Phi, P), jnp.swapaxes(Phi, -1, -2))
 
 
+def phi_star_congruence(A: Transform, Y):
+    """``phi*(P, k) Y(P) phi(P, k)``: a symmetric 6x6 compliance-like matrix from parent to child (10.16)."""
+    Phi = phi_matrix(A)
+    return mm(mm(jnp.swapaxes(Phi, -1, -2), Y), Phi)
+
+
 def phi_matrix(A: Transform):
     """The dense 6x6 force transform ``phi(P, k) = [[R, p~R], [0, R]]`` (1.31), for tests and teaching."""
     z = jnp.zeros_like(A.R)

@@ -40,6 +40,7 @@ CASES = [(robot, floating) for robot in ROBOTS for floating in (False, True)]
 SEEDS = (0, 1, 2)
 N_FRAMES = 2  # links merged by fixed joints checked per robot (deepest first), besides bodies and the root link
 REFERENCES = {"local": pin.LOCAL, "world_aligned": pin.LOCAL_WORLD_ALIGNED}
+OPSPACE_FRAMES = (1, 2, 4)  # Lambda^-1 for the last 1, 2 and 4 frames of a case (fewer where it has fewer)
 
 WORST: dict = {}  # algorithm -> (worst relative error, case)
 
@@ -69,6 +70,10 @@ def _evaluate(model, q, qd, qdd, tau, f_ext, frames):
         "interbody_forces": jaxmb.interbody_forces(model, q, qd, tau, f_ext),
         "body_forces": jaxmb.body_forces(model, q, qd, qdd, f_ext),
     }
+    for n in OPSPACE_FRAMES:
+        out[f"operational_space_compliance_{n}"] = jaxmb.operational_space_compliance(model, q, frames[-n:])
+    out["operational_space_compliance_world_aligned"] = jaxmb.operational_space_compliance(
+        model, q, frames, reference="world_aligned")
     for ref in REFERENCES:
         out[f"frame_jacobian_{ref}"] = jnp.stack([jaxmb.jacobian(model, q, f, ref) for f in frames])
         out[f"frame_bias_acceleration_{ref}"] = jnp.stack(
@@ -126,6 +131,13 @@ def _pinocchio(pm, br, q, qd, qdd, tau, f_ext, frames):
     for ref, pref in REFERENCES.items():
         out[f"frame_jacobian_{ref}"] = np.stack(
             [br.jacobian_from_pin(pin.getFrameJacobian(pm, d, br.frame_id(f), pref)) for f in frames])
+
+    # Lambda^-1 = J M^-1 J* from Pinocchio's frame Jacobians and CRBA matrix (a backward-stable dense solve)
+    for n in OPSPACE_FRAMES:
+        J = out["frame_jacobian_local"][-n:].reshape(-1, pm.nv)
+        out[f"operational_space_compliance_{n}"] = J @ np.linalg.solve(out["mass_matrix"], J.T)
+    J = out["frame_jacobian_world_aligned"].reshape(-1, pm.nv)
+    out["operational_space_compliance_world_aligned"] = J @ np.linalg.solve(out["mass_matrix"], J.T)
 
     # Jdot qd: the accelerations at zero joint accelerations, without gravity (forwardKinematics ignores it)
     pin.forwardKinematics(pm, d, qp, vp, 0 * ap)
@@ -309,6 +321,13 @@ def test_mass_matrix_inverse(case):
 
 def test_centroidal_momentum_matrix(case):
     check(case, "centroidal_momentum_matrix")
+
+
+@pytest.mark.parametrize("name", [f"{n}_frames" for n in OPSPACE_FRAMES] + ["world_aligned"])
+def test_operational_space_compliance(case, name):
+    """Lambda^-1 by jaxmb's two column sweeps against J M^-1 J* from Pinocchio's frame Jacobians and mass matrix,
+    for the last 1, 2 and 4 task frames of the case (frame axes) and for all of them with world axes."""
+    check(case, f"operational_space_compliance_{name.removesuffix('_frames')}")
 
 
 def test_interbody_forces_from_forward_dynamics(case):
