@@ -21,6 +21,13 @@ ROBOTS = {
 
 
 def robot_path(name):
+    """Path of a benchmark robot's URDF: under ``$JAXMB_ROBOTS_DIR`` if set (a folder laid out like
+    example-robot-data's ``robots/``; meshes are not needed), else in the installed example-robot-data."""
+    if os.environ.get("JAXMB_ROBOTS_DIR"):
+        p = Path(os.environ["JAXMB_ROBOTS_DIR"]) / ROBOTS[name]
+        if not p.exists():
+            raise FileNotFoundError(f"{p} (from JAXMB_ROBOTS_DIR) does not exist")
+        return str(p)
     for d in site.getsitepackages() + [site.getusersitepackages()]:
         p = Path(d) / "cmeel.prefix/share/example-robot-data/robots" / ROBOTS[name]
         if p.exists():

@@ -3,12 +3,15 @@ Pinocchio measured in the same run.
 
     python benchmarks/dynamics.py            # panda, go1, talos_full_v2 (free base); batches 1 .. 16384; f32, f64
     python benchmarks/dynamics.py --quick    # talos only, batches 64 and 4096, float32
+    python benchmarks/dynamics.py --large    # adds batches 65536 and 262144 (for a GPU)
 
 For each robot, algorithm, precision and batch: jaxmb's jit(vmap(f)) states/s and compile time; Pinocchio's
 all-core ``abaInParallel``/``rneaInParallel`` (no parallel CRBA exists: its single-call loop is the peer) and
 its single-call Python loop; the ratio jaxmb / Pinocchio-parallel. Also the cost of
 ``grad(sum(forward_dynamics))`` (w.r.t. q, qd, tau) relative to the forward call. Writes
-``benchmarks/results/dynamics-<backend>-<cores>core.json`` and a plot beside it.
+``benchmarks/results/dynamics-<backend>-<cores>core.json`` (after each robot and precision, so a run cut short
+keeps what it measured) and a plot beside it. Without Pinocchio installed, its figures are None and only jaxmb is
+measured.
 """
 
 import argparse
@@ -36,8 +39,12 @@ def jaxmb_states(model, batch, dtype, seed=0):
 
 
 def pinocchio_peer(name, batches, loop_states=256):
-    """Per-state seconds of Pinocchio: all-core parallel ABA/RNEA per batch, and single-call loops."""
-    import pinocchio as pin
+    """Per-state seconds of Pinocchio: all-core parallel ABA/RNEA per batch, and single-call loops; None if
+    Pinocchio is not installed."""
+    try:
+        import pinocchio as pin
+    except ImportError:
+        return None
 
     pm = pin.buildModelFromUrdf(robot_path(name), pin.JointModelFreeFlyer())
     pd = pm.createData()
@@ -66,33 +73,41 @@ def pinocchio_peer(name, batches, loop_states=256):
     return {"threads": threads, "loop_s_per_state": loop, "parallel_s_per_state": parallel}
 
 
-def run(robots, batches, dtypes, grad_batch):
+def run(robots, batches, dtypes, grad_batch, checkpoint=None, algorithms=tuple(ALGORITHMS)):
+    """Rows of results; ``checkpoint(rows)`` is called after each robot and precision."""
     rows = []
     for name in robots:
         peer = pinocchio_peer(name, batches)
-        print(f"\n{name} (free base): Pinocchio single call "
-              + ", ".join(f"{a} {t * 1e6:.2f} us" for a, t in peer["loop_s_per_state"].items())
-              + f"; {peer['threads']}-thread parallel at batch {batches[-1]}: "
-              + ", ".join(f"{a} {peer['parallel_s_per_state'][a][batches[-1]] * 1e6:.2f} us/state" for a in ("aba", "rnea")))
+        if peer is None:
+            print(f"\n{name} (free base): Pinocchio not installed")
+        else:
+            print(f"\n{name} (free base): Pinocchio single call "
+                  + ", ".join(f"{a} {t * 1e6:.2f} us" for a, t in peer["loop_s_per_state"].items())
+                  + f"; {peer['threads']}-thread parallel at batch {batches[-1]}: "
+                  + ", ".join(f"{a} {peer['parallel_s_per_state'][a][batches[-1]] * 1e6:.2f} us/state"
+                              for a in ("aba", "rnea")))
         for dtype in dtypes:
             model = load(name, True, dtype)
-            for alg, make in ALGORITHMS.items():
+            for alg in algorithms:
+                make = ALGORITHMS[alg]
                 f = jax.jit(jax.vmap(make(model)))
                 for b in batches:
                     args = jaxmb_states(model, b, dtype)
                     t_compile, compiled = compile_time(f, *args)
                     t = best_time(compiled, *args)
-                    par = peer["parallel_s_per_state"].get(alg, {}).get(b)
-                    peer_t = par if par is not None else peer["loop_s_per_state"][alg]
+                    par = None if peer is None else peer["parallel_s_per_state"].get(alg, {}).get(b)
+                    loop = None if peer is None else peer["loop_s_per_state"][alg]
+                    peer_t = par if par is not None else loop
                     row = dict(robot=name, algorithm=alg, dtype=jnp.dtype(dtype).name, batch=b,
                                states_per_s=b / t, compile_s=t_compile,
                                pinocchio_parallel_states_per_s=None if par is None else 1 / par,
-                               pinocchio_loop_states_per_s=1 / peer["loop_s_per_state"][alg],
-                               ratio_vs_pinocchio=(b / t) * peer_t)
+                               pinocchio_loop_states_per_s=None if loop is None else 1 / loop,
+                               ratio_vs_pinocchio=None if peer_t is None else (b / t) * peer_t)
                     rows.append(row)
                     print(f"  {alg:5s} {row['dtype']:8s} batch {b:6d}: {row['states_per_s']:10.4g} states/s "
-                          f"({t / b * 1e6:8.2f} us/state), compile {t_compile:5.2f} s, "
-                          f"x{row['ratio_vs_pinocchio']:.3f} of Pinocchio {'parallel' if par else 'loop'}")
+                          f"({t / b * 1e6:8.3f} us/state), compile {t_compile:5.2f} s"
+                          + ("" if peer_t is None else f", x{row['ratio_vs_pinocchio']:.3f} of Pinocchio "
+                             f"{'parallel' if par else 'loop'}"))
             fwd = jax.jit(jax.vmap(ALGORITHMS["aba"](model)))
             grad = jax.jit(jax.vmap(jax.grad(lambda q, qd, x: jnp.sum(ALGORITHMS["aba"](model)(q, qd, x)),
                                              argnums=(0, 1, 2))))
@@ -105,6 +120,8 @@ def run(robots, batches, dtypes, grad_batch):
                              cost_vs_forward=t_grad / t_fwd))
             print(f"  grad(sum(aba)) {jnp.dtype(dtype).name} batch {grad_batch}: {t_grad / t_fwd:.2f}x the forward "
                   f"call, compile {t_grad_compile:.2f} s")
+            if checkpoint is not None:
+                checkpoint(rows)
     return rows
 
 
@@ -144,13 +161,24 @@ def main():
     ap.add_argument("--quick", action="store_true", help="talos only, batches 64 and 4096, float32")
     ap.add_argument("--robots", nargs="*", default=None)
     ap.add_argument("--batches", nargs="*", type=int, default=None)
+    ap.add_argument("--large", action="store_true", help="add batches 65536 and 262144 (for a GPU)")
+    ap.add_argument("--grad-batch", type=int, default=None, help="batch of the gradient cost (default: "
+                    "the largest batch, at most 4096)")
     ap.add_argument("--float32-only", action="store_true")
+    ap.add_argument("--dtypes", nargs="*", choices=["float32", "float64"], default=None)
+    ap.add_argument("--algorithms", nargs="*", choices=list(ALGORITHMS), default=list(ALGORITHMS))
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
     robots = args.robots or (["talos_full_v2"] if args.quick else ["panda", "go1", "talos_full_v2"])
     batches = args.batches or ([64, 4096] if args.quick else [1, 64, 1024, 4096, 16384])
     dtypes = [jnp.float32] + ([] if args.quick or args.float32_only else [jnp.float64])
-    rows = run(robots, batches, dtypes, grad_batch=min(4096, max(batches)))
+    if args.dtypes:
+        dtypes = [jnp.dtype(d).type for d in args.dtypes]
+    if args.large:
+        batches = sorted(set(batches) | {65536, 262144})
+    grad_batch = args.grad_batch or min(4096, max(batches))
+    rows = run(robots, batches, dtypes, grad_batch, algorithms=args.algorithms,
+               checkpoint=None if args.no_save else lambda r: save("dynamics", {"machine": machine(), "results": r}))
     if not args.no_save:
         path = save("dynamics", {"machine": machine(), "results": rows})
         plot(rows, path.with_suffix(".png"))

@@ -50,7 +50,11 @@ def functions(model):
 
 
 def pinocchio_peer(name, batch, loop_states=256):
-    import pinocchio as pin
+    """Pinocchio's per-state seconds, or None if it is not installed."""
+    try:
+        import pinocchio as pin
+    except ImportError:
+        return None
 
     pm = pin.buildModelFromUrdf(robot_path(name), pin.JointModelFreeFlyer())
     pd = pm.createData()
@@ -96,8 +100,11 @@ def main():
     results = {"machine": machine(), "batch": args.batch, "robots": {}}
     for name in robots:
         peer = pinocchio_peer(name, args.batch)
-        print(f"\n{name} (free base): Pinocchio computeMinverse {peer['computeMinverse_loop'] * 1e6:.2f} us "
-              f"(single call), abaInParallel {peer['aba_parallel'] * 1e6:.2f} us/state")
+        if peer is None:
+            print(f"\n{name} (free base): Pinocchio not installed")
+        else:
+            print(f"\n{name} (free base): Pinocchio computeMinverse {peer['computeMinverse_loop'] * 1e6:.2f} us "
+                  f"(single call), abaInParallel {peer['aba_parallel'] * 1e6:.2f} us/state")
         results["robots"][name] = {"pinocchio": peer}
         for dtype in dtypes:
             if dtype == jnp.float64:
@@ -107,7 +114,9 @@ def main():
             fd = rows["forward_dynamics"]["per_state_s"]
             for fname, r in rows.items():
                 t = r["per_state_s"]
-                if fname.startswith("minv_") and fname != "minv_times":
+                if peer is None and (fname.startswith("minv_") or fname == "forward_dynamics"):
+                    peer_note = ""
+                elif fname.startswith("minv_") and fname != "minv_times":
                     peer_note = f"x{peer['computeMinverse_loop'] / t:.3f} of Pinocchio computeMinverse"
                 elif fname in ("forward_dynamics", "minv_times"):
                     peer_note = f"x{peer['aba_parallel'] / t:.3f} of Pinocchio abaInParallel"
