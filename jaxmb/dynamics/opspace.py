@@ -105,12 +105,13 @@ def _task_columns(model, d, placement, t: Task):
     return B.reshape(model.nb, m * r, 6)
 
 
-def _column_up_step(children, X_k, B_k, tau_bar_k, H_k, D_k):
+def _column_up_step(children, X_k, B_k, H_k, G_k, D_k):
     n = H_k.shape[0]
     X = children + B_k  # X(k) = sum_j psi(k, j) X(j) + B(k)                                (c, 6)
     HX = mm(H_k, X.T)  # H(k) X(k)                                                          (n, c)
     nu = solve_small(D_k[:, :n], HX)  # nu(k) = D^-1(k) H(k) X(k)
-    return phi(X_k, mm(X, tau_bar_k.T)), X, nu  # psi(parent, k) X(k) = phi(parent, k) tau_bar(k) X(k)
+    tau_bar_X = X - mm(HX.T, G_k)  # tau_bar(k) X(k) = X - G H X: rank n, no 6x6 product
+    return phi(X_k, tau_bar_X), X, nu  # psi(parent, k) X(k) = phi(parent, k) tau_bar(k) X(k)
 
 
 def _column_down_step(Z_parent, X_k, G_k, nu_k, H_k):
@@ -145,7 +146,7 @@ def _task_space(model, q, t: Task, ab):
     d, placement = _directions(model, q, t)
     B = _task_columns(model, d, placement, t)
     zero = jnp.zeros((t.rows, 6), B.dtype)
-    _, nu = up(topo, _column_up_step, zero, X, B, ab.tau_bar, dofs=(H, ab.D))
+    _, nu = up(topo, _column_up_step, zero, X, B, dofs=(H, ab.G, ab.D))
     Z, mu = down(topo, _column_down_step, zero, X, dofs=(ab.G, nu, H))
     body = np.maximum(np.asarray(t.body), 0)
     Lambda_inv = jnp.einsum("mrj,mcj->mrc", d, _at_frames(placement, Z[body])).reshape(t.rows, t.rows)  # B* Z

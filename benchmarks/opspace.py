@@ -1,0 +1,157 @@
+"""Cost of the operational-space compliance Lambda^-1 = J M^-1 J* for 1, 2 and 4 task frames of talos_full_v2
+(free base; hands, then feet), against Pinocchio and a dense JAX route measured in the same run.
+
+    python benchmarks/opspace.py            # float32 and float64, batch 1024
+    python benchmarks/opspace.py --quick    # float32, batch 256
+
+Per number of frames: jaxmb's `operational_space_compliance` (two column sweeps after the articulated-body
+sweep, O(N x 6m)) as jit(vmap) per-state time and compile time; a dense JAX route (frame Jacobians, CRBA mass
+matrix, Cholesky solve) in the same jit(vmap); Pinocchio's ``computeDelassusMatrix`` (6-D rigid constraints at
+the frames: the same matrix) and ``computeMinverse`` + ``getFrameJacobian`` + numpy products, each in a
+single-call loop (Pinocchio has no parallel version of either). Writes
+``benchmarks/results/opspace-<backend>-<cores>core.json`` and a plot beside it.
+"""
+
+import argparse
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxmb
+from common import best_time, compile_time, load, machine, pinocchio_states, robot_path, save
+
+ROBOT = "talos_full_v2"
+FRAMES = ("gripper_left_base_link", "gripper_right_base_link", "left_sole_link", "right_sole_link")
+COUNTS = (1, 2, 4)
+
+
+def jaxmb_functions(model, frames):
+    def sweeps(q):
+        return jaxmb.operational_space_compliance(model, q, frames)
+
+    def dense(q):
+        J = jnp.concatenate([jaxmb.jacobian(model, q, f) for f in frames])
+        factor = jax.scipy.linalg.cho_factor(jaxmb.mass_matrix(model, q))
+        return J @ jax.scipy.linalg.cho_solve(factor, J.T)
+
+    return {"sweeps": sweeps, "dense_jax": dense}
+
+
+def pinocchio_peer(frames, loop_states=200):
+    """Per-state seconds of Pinocchio's two routes for ``frames``, or None if it is not installed."""
+    try:
+        import pinocchio as pin
+    except ImportError:
+        return None
+    pm = pin.buildModelFromUrdf(robot_path(ROBOT), pin.JointModelFreeFlyer())
+    pd = pm.createData()
+    ids = [pm.getFrameId(f) for f in frames]
+    models, datas = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
+    for i in ids:
+        fr = pm.frames[i]
+        models.append(pin.RigidConstraintModel(pin.ContactType.CONTACT_6D, pm, fr.parentJoint, fr.placement,
+                                               pin.ReferenceFrame.LOCAL))
+    for cm in models:
+        datas.append(cm.createData())
+    pin.initConstraintDynamics(pm, pd, models, datas)
+    q, _, _ = pinocchio_states(pm, loop_states)
+
+    def delassus(i):
+        return pin.computeDelassusMatrix(pm, pd, q[:, i], models, datas, 0.0)
+
+    def minverse(i):
+        Minv = pin.computeMinverse(pm, pd, q[:, i])
+        Minv = np.triu(Minv) + np.triu(Minv, 1).T
+        pin.computeJointJacobians(pm, pd, q[:, i])
+        pin.updateFramePlacements(pm, pd)
+        J = np.vstack([pin.getFrameJacobian(pm, pd, f, pin.LOCAL) for f in ids])
+        return J @ Minv @ J.T
+
+    assert np.allclose(delassus(0), minverse(0), rtol=1e-8, atol=1e-8)
+    out = {}
+    for name, fn in (("delassus", delassus), ("minverse_jacobians", minverse)):
+        best = np.inf
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for i in range(loop_states):
+                fn(i)
+            best = min(best, (time.perf_counter() - t0) / loop_states)
+        out[name] = best
+    return out
+
+
+def run(dtypes, batch):
+    rows = []
+    for n in COUNTS:
+        frames = FRAMES[:n]
+        peer = pinocchio_peer(frames)
+        peer_text = "Pinocchio not installed" if peer is None else (
+            f"Pinocchio computeDelassusMatrix {peer['delassus'] * 1e6:.1f} us, computeMinverse + Jacobians "
+            f"{peer['minverse_jacobians'] * 1e6:.1f} us (single call)")
+        print(f"\n{ROBOT} (free base), {n} frame(s) {frames}: {peer_text}")
+        for dtype in dtypes:
+            model = load(ROBOT, True, dtype)
+            keys = jax.random.split(jax.random.PRNGKey(0), batch)
+            q = jax.vmap(lambda k: jaxmb.random_configuration(model, k))(keys).astype(dtype)
+            for route, fn in jaxmb_functions(model, frames).items():
+                t_compile, compiled = compile_time(jax.jit(jax.vmap(fn)), q)
+                t = best_time(compiled, q) / batch
+                row = dict(robot=ROBOT, frames=n, route=route, dtype=jnp.dtype(dtype).name, batch=batch,
+                           s_per_state=t, compile_s=t_compile,
+                           pinocchio_delassus_s=None if peer is None else peer["delassus"],
+                           pinocchio_minverse_jacobians_s=None if peer is None else peer["minverse_jacobians"])
+                rows.append(row)
+                ratio = "" if peer is None else f", x{peer['delassus'] / t:.3f} of Pinocchio's Delassus loop"
+                print(f"  {route:10s} {row['dtype']:8s}: {t * 1e6:8.2f} us/state, compile {t_compile:5.2f} s{ratio}")
+        sweeps = {r["dtype"]: r["s_per_state"] for r in rows if r["frames"] == n and r["route"] == "sweeps"}
+        dense = {r["dtype"]: r["s_per_state"] for r in rows if r["frames"] == n and r["route"] == "dense_jax"}
+        print("  sweeps / dense JAX time: " + ", ".join(f"{d} {sweeps[d] / dense[d]:.2f}" for d in sweeps))
+    return rows
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for route in ("sweeps", "dense_jax"):
+        for dtype in sorted({r["dtype"] for r in rows}):
+            sel = [r for r in rows if r["route"] == route and r["dtype"] == dtype]
+            ax.plot([r["frames"] for r in sel], [r["s_per_state"] * 1e6 for r in sel], "o-",
+                    label=f"jaxmb {route} {dtype}")
+    sel = [r for r in rows if r["route"] == "sweeps" and r["pinocchio_delassus_s"]]
+    seen = sorted({(r["frames"], r["pinocchio_delassus_s"]) for r in sel})
+    if seen:
+        ax.plot([f for f, _ in seen], [t * 1e6 for _, t in seen], "k--", label="Pinocchio Delassus (1 thread)")
+    ax.set_xlabel("task frames (6 rows each)")
+    ax.set_ylabel("us per state")
+    ax.set_xticks(COUNTS)
+    ax.set_title(f"Lambda^-1 of {ROBOT} (free base)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    jax.config.update("jax_enable_x64", True)  # float64 available; float32 runs use float32 models and states
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="float32 only, batch 256")
+    ap.add_argument("--batch", type=int, default=None)
+    ap.add_argument("--no-save", action="store_true")
+    args = ap.parse_args()
+    dtypes = [jnp.float32] + ([] if args.quick else [jnp.float64])
+    batch = args.batch or (256 if args.quick else 1024)
+    rows = run(dtypes, batch)
+    if not args.no_save:
+        path = save("opspace", {"machine": machine(), "results": rows})
+        plot(rows, path.with_suffix(".png"))
+        print(f"\nwrote {path} and {path.with_suffix('.png')}")
+
+
+if __name__ == "__main__":
+    main()
