@@ -40,8 +40,9 @@ assert_close = functools.partial(checks.assert_close, rtol=RTOL)
 
 
 @functools.cache
-def model(name):
-    return random_model(**MODEL_SPECS[name])
+def model(name, gravity=True):
+    m = random_model(**MODEL_SPECS[name])
+    return m if gravity else m.replace(gravity=jnp.zeros(3))
 
 
 def frames_of(m, n):
@@ -57,8 +58,8 @@ def dense_task(m, q, qd, n, axes, reference):
 
 
 @functools.cache
-def compiled(name, task_name):
-    m = model(name)
+def compiled(name, task_name, gravity=True):
+    m = model(name, gravity)
     n, axes, reference = TASKS[task_name]
     frames = frames_of(m, n)
 
@@ -177,20 +178,21 @@ def task_rows(m, q, frames, axes, reference):
     return np.stack(out)
 
 
+@pytest.mark.parametrize("gravity", [True, False], ids=["gravity", "no-gravity"])
 @pytest.mark.parametrize("name", ALL)
-def test_C_os_three_ways(name):
+def test_C_os_three_ways(name, gravity):
     """C_os from the definition (10.8), from Alg 10.5 written with the dense operators, and from the library's
     shortcut -Lambda B* alpha_free (Lemma 10.5).
 
     Alg 10.5: theta = z of the articulated-body sweep; eta = psi* (H* D^-1 (H theta - T) - a_gr), the world's
     pseudo-acceleration [0; -g] entering each root body through psi*(world, root) = tau_bar* phi*; zeta = eta +
     col{[0; -g]} in body coordinates; C_os = Lambda B* zeta."""
-    m = model(name)
+    m = model(name, gravity)
     n, axes, reference = TASKS[_full_rank_task(name)]
     frames = frames_of(m, n)
     for seed in (5, 6):
         q, qd, tau = state(name, seed)
-        out = compiled(name, _full_rank_task(name))(q, qd, tau)
+        out = compiled(name, _full_rank_task(name), gravity)(q, qd, tau)
         J, M = out["J_dense"], out["M"]
         Lam = np.linalg.inv(J @ jnp.linalg.solve(M, J.T))
         definition = -Lam @ (J @ jnp.linalg.solve(M, tau - out["C"]) + out["a_os"])  # (10.8)
@@ -219,9 +221,7 @@ def test_C_os_three_ways(name):
 def test_controller_gives_task_accelerations_u(name, gravity):
     """Closed loop: tau = J* (Lambda u + C_os) + N* tau_posture in forward dynamics gives J qdd + Jdot qd = u,
     whatever the posture forces (N* is dynamically consistent)."""
-    m = model(name)
-    if not gravity:
-        m = m.replace(gravity=jnp.zeros(3))
+    m = model(name, gravity)
     n, axes, reference = TASKS[_full_rank_task(name)]
     frames = frames_of(m, n)
 
