@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.joints import KINDS
-from jaxmb.spatial import Transform, compose, spatial_inertia
+from jaxmb.spatial import Transform, compose, dot, spatial_inertia
 
 
 def _assemble(parts, index, n):
@@ -56,7 +56,7 @@ def hinge_motion(model, H, x):
 def hinge_project(model, H, f):
     """``H(k) f(k)`` for every coordinate, (nv,), from body forces ``f`` (nb, 6)."""
     topo = model.topology
-    return jnp.sum(H * (f if topo.nv == topo.nb else f[topo.dof_body]), -1)
+    return dot(H, f if topo.nv == topo.nb else f[topo.dof_body])
 
 
 def body_inertias(model):

@@ -13,8 +13,9 @@ Conventions, fixed once for the whole library:
 
   They are applied from ``(R, p)`` without forming 6x6 matrices.
 
-Small matrix products are written as broadcast-multiply-reduce (`mm`, `mv`): on the XLA CPU backend they fuse
-with their neighbours, where a batched `dot_general` of 3x3 or 6x6 matrices does not (see benchmarks/README.md).
+Small matrix products (`mm`, `mv`, `dot`) are written as sums over the inner index of elementwise products, with
+no reduction op: the XLA CPU backend turns them into one vectorized elementwise loop, where a batched
+`dot_general` or a broadcast-multiply-`reduce` of 3x3 or 6x6 matrices runs 10-30x slower (benchmarks/README.md).
 """
 
 from typing import NamedTuple
@@ -24,12 +25,17 @@ import jax.numpy as jnp
 
 def mm(A, B):
     """Matrix product ``A @ B`` of small matrices, ``(..., m, k) x (..., k, n) -> (..., m, n)``."""
-    return (A[..., :, :, None] * B[..., None, :, :]).sum(-2)
+    return sum(A[..., :, k, None] * B[..., None, k, :] for k in range(A.shape[-1]))
 
 
 def mv(A, x):
     """Matrix-vector product ``A @ x``, ``(..., m, k) x (..., k) -> (..., m)``."""
-    return (A * x[..., None, :]).sum(-1)
+    return sum(A[..., :, k] * x[..., None, k] for k in range(A.shape[-1]))
+
+
+def dot(a, b):
+    """``sum_i a_i b_i`` over the last axis, ``(..., k) x (..., k) -> (...)``."""
+    return sum(a[..., i] * b[..., i] for i in range(a.shape[-1]))
 
 
 def skew(l):
@@ -147,4 +153,4 @@ def spatial_inertia(mass, com, I_c):
 
 def kinetic_energy(M, V):
     """``1/2 V* M V`` (2.14) of a body with spatial inertia ``M`` (6, 6) and velocity ``V`` (6,)."""
-    return 0.5 * jnp.sum(V * mv(M, V), -1)
+    return 0.5 * dot(V, mv(M, V))

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.spatial import Transform, mv, phi
+from jaxmb.spatial import Transform, dot, mv, phi
 from jaxmb.topology import Topology
 
 
@@ -144,5 +144,5 @@ def ancestor_walk(topo: Topology, X, H, F, tau_bar=None):
             if tau_bar is not None and s > 1:
                 F = mv(tau_bar[w.moved], F)
             F = phi(Transform(X.R[w.moved], X.p[w.moved]), F)  # to the next ancestor's frame
-        values.append(jnp.sum(H[w.rows] * F[w.cols - w.start], -1))  # H(i) A(i, k) F_j
+        values.append(dot(H[w.rows], F[w.cols - w.start]))  # H(i) A(i, k) F_j
     return values

@@ -54,13 +54,37 @@ class ArticulatedBody(NamedTuple):
     qdd: jnp.ndarray
 
 
+def _ldl(D):
+    """``D = L diag(d) L*`` of a small symmetric positive definite ``D`` (..., n, n), unrolled: ``L[i, j]`` (i > j)
+    and ``d[j]`` as arrays (...). Elementwise operations only, so XLA vectorizes it over the batch, where a batched
+    LAPACK call loops over it."""
+    n = D.shape[-1]
+    L, d = {}, []
+    for j in range(n):
+        d.append(D[..., j, j] - sum(L[j, k] * L[j, k] * d[k] for k in range(j)))
+        for i in range(j + 1, n):
+            L[i, j] = (D[..., i, j] - sum(L[i, k] * L[j, k] * d[k] for k in range(j))) / d[j]
+    return L, d
+
+
 def solve_small(D, x):
-    """``D^-1 x`` for a small symmetric positive definite ``D`` (n, n): a division for the common n = 1."""
-    return x / D[..., 0, :] if D.shape[-1] == 1 else jnp.linalg.solve(D, x)
+    """``D^-1 x`` for a small symmetric positive definite ``D`` (n, n) and ``x`` (n, c): a division for the common
+    n = 1, an unrolled ``L D L*`` solve otherwise."""
+    n = D.shape[-1]
+    if n == 1:
+        return x / D[..., 0, :]
+    L, d = _ldl(D)
+    y = []
+    for i in range(n):  # L y = x
+        y.append(x[..., i, :] - sum(L[i, k][..., None] * y[k] for k in range(i)))
+    z = [None] * n
+    for i in reversed(range(n)):  # L* z = diag(d)^-1 y
+        z[i] = y[i] / d[i][..., None] - sum(L[k, i][..., None] * z[k] for k in range(i + 1, n))
+    return jnp.stack(z, -2)
 
 
 def _log_det(D):
-    return jnp.log(D[0, 0]) if D.shape[-1] == 1 else jnp.linalg.slogdet(D)[1]
+    return jnp.log(D[0, 0]) if D.shape[-1] == 1 else sum(jnp.log(dj) for dj in _ldl(D)[1])
 
 
 def _swap(A):
