@@ -75,6 +75,21 @@ def dot(a, b):
     return np.sum(np.asarray(a) * np.asarray(b), -1)
 
 
+# -- small products ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cpu_form", [True, False], ids=["sums-of-slices", "multiply-reduce"])
+def test_small_products_are_matrix_products(rng, monkeypatch, cpu_form):
+    """Both forms of mm, mv, dot (the CPU one without reductions, the other backends' broadcast-reduce) are the
+    matrix products, for 3x3, 6x6 and non-square operands, inside jit and vmap too."""
+    monkeypatch.setattr(spatial, "_cpu", lambda: cpu_form)
+    for m, k, n in [(3, 3, 3), (6, 6, 6), (2, 6, 4)]:
+        A, B, x = rng.normal(size=(N, m, k)), rng.normal(size=(N, k, n)), rng.normal(size=(N, k))
+        assert_close(spatial.mm(jnp.asarray(A), jnp.asarray(B)), A @ B)
+        assert_close(jax.jit(jax.vmap(spatial.mv))(jnp.asarray(A), jnp.asarray(x)), np.einsum("nik,nk->ni", A, x))
+        assert_close(spatial.dot(jnp.asarray(x), jnp.asarray(x[::-1])), np.einsum("nk,nk->n", x, x[::-1]))
+
+
 # -- 3-vectors and cross products (1.9, 1.23-1.27) ----------------------------------------------------------------
 
 
