@@ -13,6 +13,10 @@ import numpy as np
 from jaxmb.joints import KINDS
 
 
+SEGMENT_COST = 8
+"""What one more `Segment` costs, in padded body slots: its step is traced and compiled once more."""
+
+
 class Group(NamedTuple):
     """Bodies ``start:stop`` of one level with ``nv`` velocity coordinates each, at coordinates ``v_start:v_stop``."""
 
@@ -30,6 +34,29 @@ class Level(NamedTuple):
     stop: int
     parent: np.ndarray | None
     groups: tuple
+
+
+class Segment(NamedTuple):
+    """Levels ``first:last`` swept together. One level is swept as it is (`Level`); a run of levels whose bodies
+    each have at most one child in the next level, all with ``nv`` coordinates, is a *chain segment*, swept as
+    one `jax.lax.scan` over its levels: its W = (bodies of level ``first``) chains sit in fixed *slots*, the child
+    in its parent's slot, so that a level hands its values to the next without a gather. A chain that ends
+    leaves a *pad* in its slot: a copy of a real body of the level, whose results are dropped.
+
+    A one-level segment has no slots (its fields from ``nv`` on are None).
+    body (L, W): the body in each slot.   real (L, W): not a pad.   dofs (L, W, nv): their coordinates.
+    body_slot (nb_seg,): flat slot ``l * W + s`` of each body of the segment, in body order.
+    dof_slot (nv_seg,): the same for each coordinate, among the (L * W * nv) coordinate slots.
+    """
+
+    first: int
+    last: int
+    nv: int
+    body: np.ndarray
+    real: np.ndarray
+    dofs: np.ndarray
+    body_slot: np.ndarray
+    dof_slot: np.ndarray
 
 
 class KindBlock(NamedTuple):
@@ -111,6 +138,7 @@ class Topology:
             )
             for k in sorted(set(self.kinds))
         )
+        self.segments = self._segments()
         self.ancestor_walk = self._ancestor_walk()
         # M(i, j) = values[mass_matrix_index[i, j]] for the walk's values, then the off-diagonal ones mirrored,
         # then a zero (entries of unrelated coordinates)
@@ -163,6 +191,49 @@ class Topology:
             parent = None if d == 0 else self.parent[start:stop] - levels[-1].start
             levels.append(Level(start, stop, parent, tuple(groups)))
         return tuple(levels)
+
+    def _segments(self):
+        """Split the levels into `Segment` runs, minimizing padded slots plus `SEGMENT_COST` per run."""
+        n = len(self.levels)
+        widths = [lvl.stop - lvl.start for lvl in self.levels]
+        best, cut = [0.0] + [np.inf] * n, [0] * (n + 1)
+        for j in range(1, n + 1):
+            for i in range(j - 1, -1, -1):
+                if i < j - 1 and not self._chain_continues(i):
+                    break
+                cost = best[i] + widths[i] * (j - i) + SEGMENT_COST
+                if cost < best[j]:
+                    best[j], cut[j] = cost, i
+        bounds, j = [], n
+        while j > 0:
+            bounds.insert(0, (cut[j], j))
+            j = cut[j]
+        return tuple(self._segment(i, j) for i, j in bounds)
+
+    def _chain_continues(self, d):
+        """Whether level ``d + 1`` continues level ``d`` in a chain segment (`Segment`): one coordinate count
+        for both, and at most one child per body."""
+        lvl, nxt = self.levels[d], self.levels[d + 1]
+        parents = self.parent[nxt.start : nxt.stop]
+        return (len(lvl.groups) == len(nxt.groups) == 1 and len(set(parents)) == len(parents)
+                and self.nv_body[lvl.start] == self.nv_body[nxt.start])
+
+    def _segment(self, first, last):
+        if last - first == 1:
+            return Segment(first, last, *[None] * 6)
+        levels = self.levels[first:last]
+        L, W, nv = len(levels), levels[0].stop - levels[0].start, int(self.nv_body[levels[0].start])
+        body = np.zeros((L, W), int)
+        real = np.zeros((L, W), bool)
+        body[0], real[0] = np.arange(levels[0].start, levels[0].stop), True
+        for li, lvl in enumerate(levels[1:], 1):
+            body[li] = lvl.start  # pads
+            for b in range(lvl.start, lvl.stop):
+                k = int(np.flatnonzero(real[li - 1] & (body[li - 1] == self.parent[b]))[0])
+                body[li, k], real[li, k] = b, True
+        order = np.argsort(np.where(real, body, self.nb).reshape(-1), kind="stable")[: real.sum()]
+        dof_slot = (order[:, None] * nv + np.arange(nv)).reshape(-1)
+        return Segment(first, last, nv, body, real, self.v_offset[body][..., None] + np.arange(nv), order, dof_slot)
 
     def _support(self):
         S = np.zeros((self.nb, self.nv), bool)
