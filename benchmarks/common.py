@@ -11,7 +11,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(os.environ.get("JAXMB_RESULTS_DIR") or Path(__file__).parent / "results")
 
 ROBOTS = {
     "panda": "panda_description/urdf/panda.urdf",

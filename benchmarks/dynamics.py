@@ -177,10 +177,11 @@ def main():
     if args.large:
         batches = sorted(set(batches) | {65536, 262144})
     grad_batch = args.grad_batch or min(4096, max(batches))
+    name = "dynamics-quick" if args.quick else "dynamics"  # a quick run keeps the full grid's file
     rows = run(robots, batches, dtypes, grad_batch, algorithms=args.algorithms,
-               checkpoint=None if args.no_save else lambda r: save("dynamics", {"machine": machine(), "results": r}))
+               checkpoint=None if args.no_save else lambda r: save(name, {"machine": machine(), "results": r}))
     if not args.no_save:
-        path = save("dynamics", {"machine": machine(), "results": rows})
+        path = save(name, {"machine": machine(), "results": rows})
         plot(rows, path.with_suffix(".png"))
         print(f"\nwrote {path} and {path.with_suffix('.png')}")
 

@@ -13,43 +13,95 @@ Conventions, fixed once for the whole library:
 
   They are applied from ``(R, p)`` without forming 6x6 matrices.
 
-Small matrix products (`mm`, `mv`, `dot`) are never batched `dot_general`s. On the CPU backend they are sums over
-the inner index of elementwise products, with no reduction op: XLA turns them into vectorized elementwise loops,
-where a broadcast-multiply-`reduce` of 3x3 or 6x6 matrices runs 10-30x slower. On a GPU the broadcast-multiply-
-`reduce` form is as fast forward, 1.5x faster in reverse mode and compiles faster, so it is kept there. The choice
-is made at trace time from `jax.default_backend()` (benchmarks/README.md has the measurements).
+Small matrix products (`mm`, `mv`, `dot`) are never batched `dot_general`s. They are JAX primitives of their own,
+lowered per backend. On the CPU they are sums over the inner index of elementwise products, with no reduction op:
+XLA turns them into vectorized elementwise loops, where a broadcast-multiply-`reduce` of 3x3 or 6x6 matrices runs
+10-30x slower. On a GPU the broadcast-multiply-`reduce` form is as fast forward, 1.5x faster in reverse mode and
+compiles faster, so it is kept there. Being primitives, their derivatives are products again (``d(A B) = dA B +
+A dB``, transposed as ``ct B*`` and ``A* ct``): automatic differentiation through the unrolled sums would turn every
+slice into a pad and every broadcast into a reduction, and made gradients 4x slower (benchmarks/README.md).
 """
 
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+UNROLLED_ON_CPU = True
+"""Lower the small products for the CPU backend as reduction-free sums; False lowers them as on other backends
+(faster to compile: the Pinocchio oracle tests use it)."""
 
 
-def _cpu() -> bool:
-    """Whether the products being traced are for the CPU backend (module docstring)."""
-    return jax.default_backend() == "cpu"
+def _swap(A):
+    return jnp.swapaxes(A, -1, -2)
 
 
-def mm(A, B):
-    """Matrix product ``A @ B`` of small matrices, ``(..., m, k) x (..., k, n) -> (..., m, n)``."""
-    if _cpu():
-        return sum(A[..., :, k, None] * B[..., None, k, :] for k in range(A.shape[-1]))
+def _mm_unrolled(A, B):
+    return sum(A[..., :, k, None] * B[..., None, k, :] for k in range(A.shape[-1]))
+
+
+def _mm_reduced(A, B):
     return (A[..., :, :, None] * B[..., None, :, :]).sum(-2)
 
 
-def mv(A, x):
-    """Matrix-vector product ``A @ x``, ``(..., m, k) x (..., k) -> (..., m)``."""
-    if _cpu():
-        return sum(A[..., :, k] * x[..., None, k] for k in range(A.shape[-1]))
+def _mv_unrolled(A, x):
+    return sum(A[..., :, k] * x[..., None, k] for k in range(A.shape[-1]))
+
+
+def _mv_reduced(A, x):
     return (A * x[..., None, :]).sum(-1)
 
 
-def dot(a, b):
-    """``sum_i a_i b_i`` over the last axis, ``(..., k) x (..., k) -> (...)``."""
-    if _cpu():
-        return sum(a[..., i] * b[..., i] for i in range(a.shape[-1]))
+def _dot_unrolled(a, b):
+    return sum(a[..., i] * b[..., i] for i in range(a.shape[-1]))
+
+
+def _dot_reduced(a, b):
     return (a * b).sum(-1)
+
+
+def _product(name, unrolled, reduced, core_ndims, out_shape, transpose_lhs, transpose_rhs):
+    """A bilinear product as a primitive: both lowerings, derivatives by `transpose_lhs`/`transpose_rhs`
+    (cotangent, other operand -> cotangent of this operand), and batching over leading axes."""
+    p = Primitive(name)
+    p.def_impl(reduced)  # eager calls; under jit the lowerings below apply
+    p.def_abstract_eval(lambda x, y: jax.core.ShapedArray(out_shape(x.shape, y.shape), x.dtype))
+    mlir.register_lowering(p, mlir.lower_fun(reduced, multiple_results=False))
+    mlir.register_lowering(
+        p, lambda ctx, x, y: mlir.lower_fun(unrolled if UNROLLED_ON_CPU else reduced, False)(ctx, x, y), "cpu")
+    ad.defbilinear(p, lambda ct, x, y: transpose_lhs(ct, y), lambda ct, x, y: transpose_rhs(ct, x))
+
+    def batch(args, dims):
+        size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+        args = [batching.bdim_at_front(a, d, size) for a, d in zip(args, dims)]
+        return p.bind(*args), 0
+
+    batching.primitive_batchers[p] = batch
+
+    def apply(x, y):
+        x, y = jnp.asarray(x), jnp.asarray(y)
+        dtype = jnp.result_type(x, y)
+        lead = jnp.broadcast_shapes(x.shape[: x.ndim - core_ndims[0]], y.shape[: y.ndim - core_ndims[1]])
+        x = jnp.broadcast_to(x.astype(dtype), lead + x.shape[x.ndim - core_ndims[0] :])
+        y = jnp.broadcast_to(y.astype(dtype), lead + y.shape[y.ndim - core_ndims[1] :])
+        return p.bind(x, y)
+
+    return apply
+
+
+mm = _product("jaxmb_mm", _mm_unrolled, _mm_reduced, (2, 2), lambda a, b: a[:-1] + b[-1:],
+              lambda ct, B: mm(ct, _swap(B)), lambda ct, A: mm(_swap(A), ct))
+mm.__doc__ = """Matrix product ``A @ B`` of small matrices, ``(..., m, k) x (..., k, n) -> (..., m, n)``."""
+
+mv = _product("jaxmb_mv", _mv_unrolled, _mv_reduced, (2, 1), lambda a, x: a[:-1],
+              lambda ct, x: ct[..., :, None] * x[..., None, :], lambda ct, A: mv(_swap(A), ct))
+mv.__doc__ = """Matrix-vector product ``A @ x``, ``(..., m, k) x (..., k) -> (..., m)``."""
+
+dot = _product("jaxmb_dot", _dot_unrolled, _dot_reduced, (1, 1), lambda a, b: a[:-1],
+               lambda ct, b: ct[..., None] * b, lambda ct, a: ct[..., None] * a)
+dot.__doc__ = """``sum_i a_i b_i`` over the last axis, ``(..., k) x (..., k) -> (...)``."""
 
 
 def skew(l):

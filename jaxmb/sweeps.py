@@ -23,6 +23,8 @@ axis (nv, ...). A step that takes ``dofs`` sees them per body as (nv_k, ...); th
 groups of equal nv_k (`jaxmb.topology.Group`) and the step also returns per-body coordinate outputs.
 """
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -94,8 +96,14 @@ def _from_slots(seg, body_out, dof_out=None):
     return body, jax.tree.map(lambda y: y.reshape((-1,) + y.shape[3:])[seg.dof_slot], dof_out)
 
 
-def _scan_down(seg, step, carried, args, dofs):
-    """`down` over a chain segment; ``carried`` (W, ...) is what the first level's slots gather."""
+# The segment sweeps are jitted on (topology, segment, step) so that calls outside `jit` (eager, or under `vmap` or
+# `grad` alone) run one cached program per segment rather than compiling a new `scan` at every call.
+
+
+@partial(jax.jit, static_argnums=(0, 1, 2))
+def _scan_down(topo, s, step, carried, args, dofs):
+    """`down` over chain segment ``s``; ``carried`` (W, ...) is what the first level's slots gather."""
+    seg = topo.segments[s]
 
     def level(carried, x):
         out = jax.vmap(step)(carried, *x[0], *x[1])
@@ -105,9 +113,11 @@ def _scan_down(seg, step, carried, args, dofs):
     return _from_slots(seg, *out) if dofs else _from_slots(seg, out)
 
 
-def _scan_up(seg, step, acc, args, dofs):
-    """`up` over a chain segment; ``acc`` (W, ...) is what the last level's slots receive. Returns what the
+@partial(jax.jit, static_argnums=(0, 1, 2))
+def _scan_up(topo, s, step, acc, args, dofs):
+    """`up` over chain segment ``s``; ``acc`` (W, ...) is what the last level's slots receive. Returns what the
     first level sends to its parents, then the outputs."""
+    seg = topo.segments[s]
 
     def level(acc, x):
         (a, d), real = x
@@ -135,13 +145,13 @@ def down(topo: Topology, step, root, *args, dofs=()):
         values (nb, ...), and with ``dofs`` also the coordinate outputs (nv, ...).
     """
     values, dof_outs, prev = [], [], None
-    for seg in topo.segments:
+    for s, seg in enumerate(topo.segments):
         lvl = topo.levels[seg.first]
         carried = _broadcast(root, lvl.stop - lvl.start) if prev is None else _take(prev, lvl.parent)
         if seg.last - seg.first == 1:
             out = _level(step, lvl, carried, args, dofs)
         else:
-            out = _scan_down(seg, step, carried, args, dofs)
+            out = _scan_down(topo, s, step, carried, args, dofs)
         body = out[0] if dofs else out
         n_last = topo.levels[seg.last - 1].stop - topo.levels[seg.last - 1].start
         prev = jax.tree.map(lambda v: v[len(v) - n_last :], body)
@@ -164,7 +174,8 @@ def up(topo: Topology, step, zero, *args, dofs=()):
         outs (nb, ...), and with ``dofs`` also the coordinate outputs (nv, ...).
     """
     outs, dof_outs, sent = [], [], None
-    for seg in reversed(topo.segments):
+    for s in reversed(range(len(topo.segments))):
+        seg = topo.segments[s]
         last = topo.levels[seg.last - 1]
         n = last.stop - last.start
         acc = _broadcast(zero, n) if sent is None else _segment_sum(sent, topo.levels[seg.last].parent, n)
@@ -172,7 +183,7 @@ def up(topo: Topology, step, zero, *args, dofs=()):
             res = _level(step, last, acc, args, dofs)
         else:
             gather = np.where(seg.real[-1], seg.body[-1] - last.start, 0)  # a pad receives any body's sum
-            res = _scan_up(seg, step, _take(acc, gather), args, dofs)
+            res = _scan_up(topo, s, step, _take(acc, gather), args, dofs)
         sent = res[0]
         outs.insert(0, res[1])
         if dofs:

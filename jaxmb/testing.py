@@ -50,8 +50,11 @@ def _random_joint(rng, kind):
     return {"spherical": joints.spherical, "planar": joints.planar, "fixed": joints.fixed}[kind]()
 
 
-def random_model(seed, n_bodies=8, joint_mix="mixed", floating_base=False, branching=0.5, gravity=(0, 0, -9.81)):
-    """A random tree of ``n_bodies`` bodies. ``branching`` in [0, 1]: 0 gives a chain, 1 a bushy tree.
+def random_model(seed, n_bodies=8, joint_mix="mixed", floating_base=False, branching=0.5, gravity=(0, 0, -9.81),
+                 parents=None):
+    """A random tree of ``n_bodies`` bodies. ``branching`` in [0, 1]: 0 gives a chain, 1 a bushy tree; or a given
+    shape, ``parents`` (n_bodies,) with ``parents[i] < i`` and -1 for body 0 (e.g. ``(i - 1) // 2``: a balanced
+    binary tree).
 
     Joint kinds cycle through ``JOINT_MIXES[joint_mix]`` (or a given tuple); with ``floating_base`` body 0 is
     joined to the world by a free joint.
@@ -64,7 +67,12 @@ def random_model(seed, n_bodies=8, joint_mix="mixed", floating_base=False, branc
             parent = None
             joint = joints.free() if floating_base else _random_joint(rng, kinds[0])
         else:
-            parent = f"b{i - 1}" if rng.uniform() > branching else f"b{rng.integers(0, i)}"
+            if parents is not None:
+                parent = f"b{parents[i]}"
+            elif rng.uniform() > branching:
+                parent = f"b{i - 1}"
+            else:
+                parent = f"b{rng.integers(0, i)}"
             joint = _random_joint(rng, kinds[rng.integers(0, len(kinds))])
         m, c, I = random_inertia(rng)
         placement = (_random_rotation(rng), rng.uniform(-0.5, 0.5, 3))

@@ -122,18 +122,17 @@ def compile_fast(jitted, *args):
     """``jitted`` (a `jax.jit` function) compiled for ``args`` with `FAST_COMPILE_OPTIONS`; call it with the
     non-static arguments.
 
-    The small products are traced in their multiply-reduce form (`jaxmb.spatial`'s form for GPUs), which compiles
+    The small products are lowered in their multiply-reduce form (`jaxmb.spatial`'s form for GPUs), which compiles
     in half the time of the CPU form's unrolled sums: the oracle checks the recursions, and
     tests/test_spatial.py proves the two forms of each product equal (the other test modules run the CPU form).
     ``JAXMB_TEST_XLA_DEFAULTS=1`` traces the CPU form too."""
     if os.environ.get("JAXMB_TEST_XLA_DEFAULTS"):
         return jitted.lower(*args).compile()
-    cpu = spatial._cpu
-    spatial._cpu = lambda: False
+    spatial.UNROLLED_ON_CPU = False
     try:
         lowered = jitted.lower(*args)
     finally:
-        spatial._cpu = cpu
+        spatial.UNROLLED_ON_CPU = True
     return lowered.compile(FAST_COMPILE_OPTIONS)
 
 

@@ -184,7 +184,8 @@ class Case:
 
 @pytest.fixture(scope="module", params=CASES, ids=[f"{r}-{'free' if f else 'fixed'}" for r, f in CASES])
 def case(request):
-    return Case(*request.param)
+    yield Case(*request.param)
+    jax.clear_caches()  # each case compiles a large program; see tests/conftest.py
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -78,16 +78,40 @@ def dot(a, b):
 # -- small products ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cpu_form", [True, False], ids=["sums-of-slices", "multiply-reduce"])
-def test_small_products_are_matrix_products(rng, monkeypatch, cpu_form):
-    """Both forms of mm, mv, dot (the CPU one without reductions, the other backends' broadcast-reduce) are the
-    matrix products, for 3x3, 6x6 and non-square operands, inside jit and vmap too."""
-    monkeypatch.setattr(spatial, "_cpu", lambda: cpu_form)
+FORMS = {
+    "sums-of-slices": (spatial._mm_unrolled, spatial._mv_unrolled, spatial._dot_unrolled),
+    "multiply-reduce": (spatial._mm_reduced, spatial._mv_reduced, spatial._dot_reduced),
+}
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_both_forms_of_the_small_products_are_matrix_products(rng, form):
+    """Both lowerings of mm, mv, dot (the CPU one without reductions, the other backends' broadcast-reduce) are
+    the matrix products, for 3x3, 6x6 and non-square operands."""
+    mm, mv, dot_ = FORMS[form]
     for m, k, n in [(3, 3, 3), (6, 6, 6), (2, 6, 4)]:
         A, B, x = rng.normal(size=(N, m, k)), rng.normal(size=(N, k, n)), rng.normal(size=(N, k))
-        assert_close(spatial.mm(jnp.asarray(A), jnp.asarray(B)), A @ B)
-        assert_close(jax.jit(jax.vmap(spatial.mv))(jnp.asarray(A), jnp.asarray(x)), np.einsum("nik,nk->ni", A, x))
-        assert_close(spatial.dot(jnp.asarray(x), jnp.asarray(x[::-1])), np.einsum("nk,nk->n", x, x[::-1]))
+        assert_close(mm(jnp.asarray(A), jnp.asarray(B)), A @ B)
+        assert_close(mv(jnp.asarray(A), jnp.asarray(x)), np.einsum("nik,nk->ni", A, x))
+        assert_close(dot_(jnp.asarray(x), jnp.asarray(x[::-1])), np.einsum("nk,nk->n", x, x[::-1]))
+
+
+def test_small_product_primitives_under_jit_vmap_and_broadcasting(rng):
+    A, B, x = rng.normal(size=(N, 6, 4)), rng.normal(size=(4, 3)), rng.normal(size=(N, 4))
+    assert_close(jax.jit(spatial.mm)(A, B), A @ B)  # B broadcast over A's leading axis
+    assert_close(jax.vmap(spatial.mv, (0, None))(A, x[0]), A @ x[0])
+    assert_close(jax.jit(jax.vmap(jax.vmap(spatial.dot)))(A, A[::-1]), np.sum(A * A[::-1], -1))
+
+
+@pytest.mark.parametrize("product", ["mm", "mv", "dot"])
+def test_small_product_derivatives_are_products(rng, product):
+    """The primitives' derivative rules (d(A B) = dA B + A dB, transposed) agree with finite differences in both
+    modes, to second order, with a broadcast operand too."""
+    A, B, x = rng.normal(size=(3, 6, 4)), rng.normal(size=(4, 5)), rng.normal(size=(3, 4))
+    f, args, unbatched = {"mm": (spatial.mm, (A, B), B), "mv": (spatial.mv, (A, x), x[0]),
+                          "dot": (spatial.dot, (x, x[::-1]), x[0])}[product]
+    check_grads(f, args, order=2, modes=("fwd", "rev"))
+    check_grads(jax.vmap(f, (0, None)), (args[0], unbatched), order=1, modes=("fwd", "rev"))
 
 
 # -- 3-vectors and cross products (1.9, 1.23-1.27) ----------------------------------------------------------------

@@ -1,0 +1,138 @@
+"""Cost of forward dynamics (ABA) against the number of bodies, for serial chains and balanced binary trees of 8 to
+128 revolute bodies, with compile times: where the level schedule pays (bushy trees, few levels) and where depth
+is the sequential length (chains).
+
+    python benchmarks/chains.py            # n = 8, 16, 32, 64, 128; batch 1024; float32
+    python benchmarks/chains.py --quick    # n = 8, 32, 128
+
+For each shape and size: jaxmb's jit(vmap(forward_dynamics)) states/s and first-call compile time, with the
+chain segments of `jaxmb.sweeps` (the default) and, up to ``--per-level-max`` bodies, with every level swept and
+compiled on its own (``SEGMENT_COST = 0``, the schedule before chain segments); Pinocchio's all-core
+``abaInParallel`` and single-call loop on the same model (built from the jaxmb model's parameters), and the ratio.
+Writes ``benchmarks/results/chains-<backend>-<cores>core.json`` and a plot beside it.
+"""
+
+import argparse
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxmb.topology
+from common import best_time, compile_time, machine, save
+from jaxmb.testing import random_model, random_state
+
+
+def shapes(n):
+    return {"chain": [-1] + list(range(n - 1)), "binary_tree": [-1] + [(i - 1) // 2 for i in range(1, n)]}
+
+
+def jaxmb_figures(parents, batch, segment_cost=None):
+    """(states/s, compile s) of jit(vmap(forward_dynamics)) on a random revolute model of the given shape."""
+    default = jaxmb.topology.SEGMENT_COST
+    if segment_cost is not None:
+        jaxmb.topology.SEGMENT_COST = segment_cost
+    try:
+        model = random_model(0, n_bodies=len(parents), joint_mix="revolute", parents=parents).cast(jnp.float32)
+    finally:
+        jaxmb.topology.SEGMENT_COST = default
+    q, qd, tau = jax.vmap(lambda k: random_state(model, k))(jax.random.split(jax.random.PRNGKey(0), batch))
+    f = jax.jit(jax.vmap(lambda q, qd, tau: jaxmb.forward_dynamics(model, q, qd, tau)))
+    seconds, compiled = compile_time(f, q, qd, tau)
+    return batch / best_time(compiled, q, qd, tau), seconds, model
+
+
+def pinocchio_figures(model, batch, loop_states=256):
+    """(parallel states/s, loop states/s) of Pinocchio's ABA on the same tree, or (None, None)."""
+    try:
+        import pinocchio as pin
+    except ImportError:
+        return None, None
+    pm = pin.Model()
+    ids = []
+    X, axis = model.X_tree, np.asarray(model.axis, float)
+    for k, p in enumerate(model.topology.parent):
+        placement = pin.SE3(np.asarray(X.R[k], float), np.asarray(X.p[k], float))
+        jid = pm.addJoint(0 if p < 0 else ids[p], pin.JointModelRevoluteUnaligned(axis[k] / np.linalg.norm(axis[k])),
+                          placement, f"j{k}")
+        pm.appendBodyToJoint(jid, pin.Inertia(float(model.mass[k]), np.asarray(model.com[k], float),
+                                              np.asarray(model.inertia[k], float)), pin.SE3.Identity())
+        ids.append(jid)
+    rng = np.random.default_rng(0)
+    q, v, tau = (rng.standard_normal((pm.nq, batch)) for _ in range(3))
+    pool = pin.ModelPool(pm, os.cpu_count())
+    out = np.zeros((pm.nv, batch))
+    parallel = batch / best_time(lambda: pin.abaInParallel(os.cpu_count(), pool, q, v, tau, out))
+    pd = pm.createData()
+    loop_states = min(loop_states, batch)
+    t0 = time.perf_counter()
+    for i in range(loop_states):
+        pin.aba(pm, pd, q[:, i], v[:, i], tau[:, i])
+    return parallel, loop_states / (time.perf_counter() - t0)
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for shape, style in (("chain", "-"), ("binary_tree", "--")):
+        rs = [r for r in rows if r["shape"] == shape]
+        n = [r["bodies"] for r in rs]
+        ax1.plot(n, [1e6 / r["states_per_s"] for r in rs], "o" + style, label=f"jaxmb {shape}")
+        if rs[0]["pinocchio_parallel_states_per_s"]:
+            ax1.plot(n, [1e6 / r["pinocchio_parallel_states_per_s"] for r in rs], "s" + style,
+                     label=f"Pinocchio abaInParallel {shape}")
+        ax2.plot(n, [r["compile_s"] for r in rs], "o" + style, label=f"chain segments, {shape}")
+        old = [r for r in rs if r.get("per_level_compile_s")]
+        if old:
+            ax2.plot([r["bodies"] for r in old], [r["per_level_compile_s"] for r in old], "x" + style,
+                     label=f"one level at a time, {shape}")
+    ax1.set(xscale="log", yscale="log", xlabel="bodies", ylabel="us per state (batch throughput)")
+    ax2.set(xscale="log", yscale="log", xlabel="bodies", ylabel="first-call compile (s)")
+    for ax in (ax1, ax2):
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="n = 8, 32, 128")
+    ap.add_argument("--sizes", nargs="*", type=int, default=None)
+    ap.add_argument("--batch", type=int, default=1024)
+    ap.add_argument("--per-level-max", type=int, default=32, help="largest n also compiled one level at a time")
+    ap.add_argument("--no-save", action="store_true")
+    args = ap.parse_args()
+    sizes = args.sizes or ([8, 32, 128] if args.quick else [8, 16, 32, 64, 128])
+    rows = []
+    for n in sizes:
+        for shape, parents in shapes(n).items():
+            rate, seconds, model = jaxmb_figures(parents, args.batch)
+            row = {"shape": shape, "bodies": n, "depth": len(model.topology.levels),
+                   "segments": len(model.topology.segments), "batch": args.batch, "states_per_s": rate,
+                   "compile_s": seconds}
+            if n <= args.per_level_max:
+                row["per_level_states_per_s"], row["per_level_compile_s"], _ = jaxmb_figures(parents, args.batch, 0)
+            row["pinocchio_parallel_states_per_s"], row["pinocchio_loop_states_per_s"] = pinocchio_figures(
+                model, args.batch)
+            peer = row["pinocchio_parallel_states_per_s"]
+            row["ratio_vs_pinocchio"] = rate / peer if peer else None
+            rows.append(row)
+            old = (f"  one level at a time: {row['per_level_compile_s']:5.1f} s, "
+                   f"{1e6 / row['per_level_states_per_s']:6.2f} us" if "per_level_compile_s" in row else "")
+            ratio = f"  {row['ratio_vs_pinocchio']:.2f}x Pinocchio parallel" if peer else ""
+            print(f"{shape:12s} n={n:4d} depth={row['depth']:4d} segments={row['segments']:3d}  "
+                  f"{1e6 / rate:7.2f} us/state  compile {seconds:5.1f} s{ratio}{old}", flush=True)
+    if not args.no_save:
+        path = save("chains", {"machine": machine(), "results": rows})
+        plot(rows, path.with_suffix(".png"))
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""The whole benchmark suite in one command: every script, one results file, the README table regenerated.
+
+    python benchmarks/run.py --quick                 # under 10 minutes on the 2-core CPU
+    python benchmarks/run.py --device gpu --large    # on a GPU machine: the full grids, batches up to 262144
+    python benchmarks/run.py --tiny                  # seconds; proves the entry point works (run by the tests)
+
+Runs `dynamics.py`, `operators.py`, `opspace.py`, `chains.py` and, where MuJoCo is installed, `mjx_peer.py`, each
+in its own process (one compile cache each, as a user's first call sees it), with the same backend. Each writes
+its own ``results/<script>-<backend>-<cores>core.json`` and plot; this script then gathers them into
+``results/<backend>-<cores>core-<date>.json`` with the machine, and rewrites the table between the
+``benchmarks:begin`` and ``benchmarks:end`` markers of README.md with the headline figures. The loops benchmark
+joins the suite with the loops issue.
+
+``--tiny`` runs every script on a tiny configuration into a temporary folder and leaves the committed results
+and README.md alone.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).parent
+README = HERE.parent / "README.md"
+BEGIN, END = "<!-- benchmarks:begin -->", "<!-- benchmarks:end -->"
+
+# script -> arguments for --tiny, --quick and the full suite
+SCRIPTS = {
+    "dynamics": {"tiny": ["--robots", "panda", "--batches", "4", "--dtypes", "float32", "--algorithms", "aba",
+                          "--grad-batch", "4"], "quick": ["--quick"], "full": []},
+    "operators": {"tiny": ["--quick", "--batch", "4"], "quick": ["--quick"], "full": []},
+    "opspace": {"tiny": ["--quick", "--batch", "4"], "quick": ["--quick"], "full": []},
+    "chains": {"tiny": ["--sizes", "4", "--batch", "4", "--per-level-max", "4"], "quick": ["--quick"], "full": []},
+    "mjx_peer": {"tiny": ["--batches", "4"], "quick": ["--batches", "1024", "4096"], "full": []},
+}
+
+
+def result_stem(name, argv):
+    """The name a script saves its results under (`common.save`)."""
+    if name == "dynamics":
+        return "dynamics-quick" if "--quick" in argv else "dynamics"
+    return {"mjx_peer": "mjx"}.get(name, name)
+
+
+def has_module(name):
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def run_scripts(mode, device, large, results_dir):
+    """Run each script; returns {script: (returncode, seconds, results stem)}."""
+    env = dict(os.environ, JAXMB_RESULTS_DIR=str(results_dir))
+    if device:
+        env["JAX_PLATFORMS"] = {"cpu": "cpu", "gpu": "cuda"}[device]
+    status = {}
+    for name, args in SCRIPTS.items():
+        if name == "mjx_peer" and not has_module("mujoco.mjx"):
+            print(f"== {name}: skipped (mujoco-mjx is not installed)", flush=True)
+            continue
+        argv = list(args[mode])
+        if large and name == "dynamics":
+            argv.append("--large")
+        print(f"== {name} {' '.join(argv)}", flush=True)
+        t0 = datetime.datetime.now()
+        rc = subprocess.call([sys.executable, str(HERE / f"{name}.py"), *argv], cwd=HERE, env=env)
+        status[name] = (rc, (datetime.datetime.now() - t0).total_seconds(), result_stem(name, argv))
+        print(f"== {name}: exit {rc} after {status[name][1]:.0f} s", flush=True)
+    return status
+
+
+def collect(mode, status, results_dir):
+    """Every script's results file of this run, with the machine, as one document."""
+    suite = {"date": datetime.date.today().isoformat(), "mode": mode, "scripts": {}}
+    for name, (rc, seconds, stem) in status.items():
+        found = sorted(Path(results_dir).glob(f"{stem}-*core.json"), key=lambda p: p.stat().st_mtime)
+        payload = json.loads(found[-1].read_text()) if found and rc == 0 else None
+        if payload:
+            suite.setdefault("machine", payload.get("machine"))
+        suite["scripts"][name] = {"exit": rc, "seconds": seconds, "results": payload}
+    return suite
+
+
+def _fmt(x, unit=""):
+    if x is None:
+        return "-"
+    return f"{x:.3g}{unit}"
+
+
+def _dynamics_rows(res):
+    rows = []
+    for r in res.get("results", []):
+        if r["algorithm"] == "grad_aba":
+            rows.append((f"grad(ABA) / ABA, {r['robot']} {r['dtype']} batch {r['batch']}",
+                         _fmt(r["cost_vs_forward"], "x"), f"compile {r['compile_s']:.1f} s"))
+        elif r["batch"] == max(x["batch"] for x in res["results"] if x["algorithm"] == r["algorithm"]):
+            peer = "Pinocchio parallel" if r["algorithm"] != "crba" else "Pinocchio loop"
+            rows.append((f"{r['algorithm'].upper()}, {r['robot']} {r['dtype']} batch {r['batch']}",
+                         f"{1e6 / r['states_per_s']:.3g} us/state, compile {r['compile_s']:.1f} s",
+                         f"{_fmt(r['ratio_vs_pinocchio'], 'x')} {peer}"))
+    return rows
+
+
+def _operators_rows(res):
+    rows = []
+    for robot, figures_by_dtype in res.get("robots", {}).items():
+        pin = figures_by_dtype.get("pinocchio") or {}
+        for dtype, figures in figures_by_dtype.items():
+            for key, label, peer in (("minv_factors", "explicit M^-1", "computeMinverse_loop"),
+                                     ("minv_times", "M^-1 x", "aba_parallel")):
+                if dtype != "pinocchio" and key in figures:
+                    s = figures[key]["per_state_s"]
+                    rows.append((f"{label}, {robot} {dtype}", f"{s * 1e6:.3g} us/state",
+                                 f"{_fmt(pin[peer] / s if pin.get(peer) else None, 'x')} Pinocchio "
+                                 f"{peer.replace('_', ' ')}"))
+    return rows
+
+
+def _opspace_rows(res):
+    return [(f"Lambda^-1, {r['frames']} frame(s), {r['robot']} {r['dtype']}", f"{r['s_per_state'] * 1e6:.3g} us/state",
+             f"{_fmt(r['pinocchio_delassus_s'] / r['s_per_state'] if r.get('pinocchio_delassus_s') else None, 'x')} "
+             "Pinocchio computeDelassusMatrix")
+            for r in res.get("results", []) if r["route"] == "sweeps"]
+
+
+def _chains_rows(res):
+    largest = max((r["bodies"] for r in res.get("results", [])), default=None)
+    return [(f"ABA, {r['shape'].replace('_', ' ')} of {r['bodies']} bodies",
+             f"{1e6 / r['states_per_s']:.3g} us/state, compile {r['compile_s']:.1f} s",
+             f"{_fmt(r['ratio_vs_pinocchio'], 'x')} Pinocchio parallel")
+            for r in res.get("results", []) if r["bodies"] == largest]
+
+
+def _mjx_rows(res):
+    largest = max((r["batch"] for r in res.get("results", [])), default=None)
+    return [(f"ABA vs MJX forward, {r['robot']} {r['dtype']} batch {r['batch']}",
+             f"{r['jaxmb_states_per_s']:.3g} states/s", f"{_fmt(r['ratio_jaxmb_vs_mjx'], 'x')} MJX")
+            for r in res.get("results", []) if r["batch"] == largest]
+
+
+HEADLINES = {"dynamics": _dynamics_rows, "operators": _operators_rows, "opspace": _opspace_rows,
+             "chains": _chains_rows, "mjx_peer": _mjx_rows}
+
+
+def headline(suite):
+    """Markdown rows (figure, jaxmb, against the peer) of the suite's main results."""
+    return [row for name, rows_of in HEADLINES.items()
+            for row in rows_of((suite["scripts"].get(name) or {}).get("results") or {})]
+
+
+def table(suite):
+    m = suite.get("machine") or {}
+    lines = [BEGIN, "",
+             f"Latest `benchmarks/run.py --{suite['mode']}` ({suite['date']}; {m.get('cpu', '?')}, "
+             f"{m.get('cores', '?')} cores, {m.get('backend', '?')} backend, {m.get('device', '?')}, "
+             f"jax {m.get('jax', '?')}). Ratios are jaxmb's speed over the peer's, both measured in the same run "
+             "(above 1: jaxmb is faster).", "",
+             "| figure | jaxmb | against the peer |", "|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in headline(suite)]
+    failed = [n for n, s in suite["scripts"].items() if s["exit"]]
+    if failed:
+        lines += ["", f"Scripts that failed in this run: {', '.join(failed)}."]
+    return "\n".join(lines + ["", END])
+
+
+def rewrite_readme(text, block):
+    if BEGIN in text and END in text:
+        return text[: text.index(BEGIN)] + block + text[text.index(END) + len(END) :]
+    raise SystemExit(f"{README} has no {BEGIN} ... {END} markers")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    size = ap.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="the quick suite (under 10 minutes on 2 CPU cores)")
+    size.add_argument("--tiny", action="store_true", help="seconds, into a temporary folder; README untouched")
+    ap.add_argument("--device", choices=["cpu", "gpu"], default=None, help="JAX backend (default: JAX's choice)")
+    ap.add_argument("--large", action="store_true", help="dynamics.py adds batches 65536 and 262144 (GPU)")
+    ap.add_argument("--no-readme", action="store_true", help="do not rewrite the README table")
+    args = ap.parse_args()
+    mode = "tiny" if args.tiny else "quick" if args.quick else "full"
+    with tempfile.TemporaryDirectory() as tmp:
+        results_dir = Path(tmp) if args.tiny else HERE / "results"
+        status = run_scripts(mode, args.device, args.large, results_dir)
+        suite = collect(mode, status, results_dir)
+        m = suite.get("machine") or {"backend": "unknown", "cores": os.cpu_count()}
+        path = results_dir / f"{m['backend']}-{m['cores']}core-{suite['date']}.json"
+        path.write_text(json.dumps(suite, indent=1))
+        block = table(suite)
+        print(block)
+        if not (args.tiny or args.no_readme):
+            README.write_text(rewrite_readme(README.read_text(), block))
+            print(f"wrote {path} and the table in {README}")
+    failed = [n for n, (rc, *_) in status.items() if rc]
+    if failed:
+        raise SystemExit(f"failed: {', '.join(failed)}")
+
+
+if __name__ == "__main__":
+    main()
