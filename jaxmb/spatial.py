@@ -188,14 +188,13 @@ def phi_congruence(A: Transform, P):
     products forward and 15-20% faster in reverse mode on the XLA CPU backend (benchmarks/README.md).
     """
     R, T = A.R, skew(A.p)
-    Rt, Tt = jnp.swapaxes(R, -1, -2), jnp.swapaxes(T, -1, -2)
-    Pa, Pb, Pc = (mm(mm(R, X), Rt) for X in (P[..., :3, :3], P[..., :3, 3:], P[..., 3:, 3:]))
+    Pa, Pb, Pc = (mm(mm(R, X), _swap(R)) for X in (P[..., :3, :3], P[..., :3, 3:], P[..., 3:, 3:]))
     TPc = mm(T, Pc)
-    TPbt = mm(T, jnp.swapaxes(Pb, -1, -2))
-    top_left = Pa + TPbt + jnp.swapaxes(TPbt, -1, -2) + mm(TPc, Tt)
+    TPbt = mm(T, _swap(Pb))
+    top_left = Pa + TPbt + _swap(TPbt) + mm(TPc, _swap(T))
     top_right = Pb + TPc
     return jnp.concatenate([jnp.concatenate([top_left, top_right], -1),
-                            jnp.concatenate([jnp.swapaxes(top_right, -1, -2), Pc], -1)], -2)
+                            jnp.concatenate([_swap(top_right), Pc], -1)], -2)
 
 
 def phi_star_congruence(A: Transform, Y):
