@@ -47,9 +47,13 @@ def result_stem(name, argv):
 
 
 def has_module(name):
+    """Whether `name` imports; a dotted name whose parent package is absent is simply absent."""
     import importlib.util
 
-    return importlib.util.find_spec(name) is not None
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def run_scripts(mode, device, large, results_dir):

@@ -29,6 +29,9 @@ class Model:
         mass (nb,), com (nb, 3), inertia (nb, 3, 3)  body inertias in the body frame, rotational inertia about the com
         gravity (3,)                             physical gravity in world coordinates
         q_lower, q_upper (nq,)                   position limits (+-inf where none)
+        armature (nv,)                           reflected rotor inertia of each velocity coordinate (zeros where
+                                                 none): the mass matrix is ``M(q) + diag(armature)`` in every
+                                                 algorithm, as Pinocchio's ``model.armature``
         frame_placement: Transform (nf, ...)     pose of each frame in its body frame
     Static:
         topology, body_names (nb,), joint_names / joint_types (one per movable joint, in coordinate order),
@@ -44,6 +47,7 @@ class Model:
     gravity: jnp.ndarray
     q_lower: jnp.ndarray
     q_upper: jnp.ndarray
+    armature: jnp.ndarray
     frame_placement: Transform
     topology: Topology = field(metadata=dict(static=True))
     body_names: tuple = field(metadata=dict(static=True))
@@ -120,6 +124,29 @@ class _Body:
     mass: float
     com: np.ndarray
     inertia: np.ndarray
+    armature: np.ndarray  # (nv of the joint,)
+
+
+def _joint_armature(armature, joint: Joint, where):
+    """The armature of a joint as (nv,) numpy, from None (zeros), a scalar (every coordinate) or one value per
+    velocity coordinate; raises `ModelError` unless finite, non-negative and of the joint's length."""
+    nv = 0 if joint.kind is None else joint.kind.nv
+    if armature is None:
+        return np.zeros(nv)
+    try:
+        a = np.asarray(armature, float)
+    except (TypeError, ValueError):
+        raise ModelError(f"{where}: armature must be numbers, got {armature!r}") from None
+    if not nv:
+        raise ModelError(f"{where}: a fixed joint has no velocity coordinates, so no armature")
+    if a.ndim == 0:
+        a = np.full(nv, float(a))
+    if a.shape != (nv,):
+        raise ModelError(f"{where}: armature must be a scalar or a sequence of {nv}, one per velocity coordinate "
+                         f"of its {joint.type} joint, got shape {a.shape}")
+    if not np.all(np.isfinite(a)) or np.any(a < 0):
+        raise ModelError(f"{where}: armature must be finite and non-negative, got {a.tolist()}")
+    return a
 
 
 def _as_transform(placement):
@@ -194,15 +221,18 @@ class ModelBuilder:
         self._notes: list = []
 
     def add_body(self, name, parent, joint: Joint, *, joint_name=None, placement=None, mass=0.0,
-                 com=(0.0, 0.0, 0.0), inertia=None):
+                 com=(0.0, 0.0, 0.0), inertia=None, armature=None):
         """Add body ``name`` attached to ``parent`` (a body name, or None for the world) by ``joint``.
 
         ``placement`` (R, p) is the joint frame in the parent body frame; the body frame is the joint frame
-        moved by the joint. ``com`` and ``inertia`` (3, 3) (about the com) are in the body frame.
+        moved by the joint. ``com`` and ``inertia`` (3, 3) (about the com) are in the body frame. ``armature``:
+        the reflected rotor inertia ``N^2 J_rotor`` of the joint's velocity coordinates, a scalar or one value per
+        coordinate (None: zeros; a fixed joint has none).
         """
         if name in self._bodies:
             raise ModelError(f"{self.source}: duplicate body {name!r}")
         inertia = np.zeros((3, 3)) if inertia is None else np.asarray(inertia, float)
+        armature = _joint_armature(armature, joint, f"{self.source}: body {name!r}")
         problem = check_inertia(float(mass), inertia, f"{self.source}: body {name!r}")
         if problem and self.strict_inertia:
             raise ModelError(problem)
@@ -210,7 +240,7 @@ class ModelBuilder:
             warnings.warn(problem, stacklevel=2)
             self._notes.append(problem)
         self._bodies[name] = _Body(name, parent, joint, joint_name or name, _as_transform(placement), float(mass),
-                                   np.asarray(com, float), inertia)
+                                   np.asarray(com, float), inertia, armature)
         return name
 
     def add_frame(self, name, body, placement=None):
@@ -322,6 +352,7 @@ class ModelBuilder:
             gravity=arr(self.gravity),
             q_lower=arr(lower),
             q_upper=arr(upper),
+            armature=arr(np.concatenate([bodies[n].armature for n in names])),
             frame_placement=Transform(arr([f[2][0] for f in frames]), arr([f[2][1] for f in frames])),
             topology=topo,
             body_names=tuple(names),
@@ -335,9 +366,10 @@ class ModelBuilder:
 
 
 def _check_joint_inertias(movable, parent_of, joint_placement, inertias, bodies, source):
-    """Raise `ModelError` where a joint would have a singular articulated inertia ``D(k) = H R H*`` (9.2) at the
-    neutral configuration, ``R`` the composite inertia of the bodies it carries: a massless subtree behind any
-    joint, a subtree with inertia but no mass behind a prismatic joint, mass on the axis of a revolute joint."""
+    """Raise `ModelError` where a joint would have a singular articulated inertia ``D(k) = H R H* + diag(armature)``
+    (9.2) at the neutral configuration, ``R`` the composite inertia of the bodies it carries: a massless subtree
+    behind any joint, a subtree with inertia but no mass behind a prismatic joint, mass on the axis of a revolute
+    joint, each without armature."""
     pose = {}  # pose of each movable body in the frame of the root joint, at the neutral configuration
 
     def pose_of(n):
@@ -364,9 +396,10 @@ def _check_joint_inertias(movable, parent_of, joint_placement, inertias, bodies,
         spatial = np.block([[I - mass * cx @ cx, mass * cx], [-mass * cx, mass * np.eye(3)]])  # (2.11)
         joint = bodies[n].joint
         H = np.asarray(joint.kind.hinge_map(jnp.asarray(joint.axis), jnp.asarray(joint.coef)), float)
-        D = H @ spatial @ H.T
+        D = H @ spatial @ H.T + np.diag(bodies[n].armature)
         scale = max(1.0, mass, np.abs(I).max())
         if np.linalg.eigvalsh(D).min() <= 1e-12 * scale:
             raise ModelError(f"{source}: joint {bodies[n].joint_name!r} would have a singular articulated inertia "
-                             f"D(k) = H R H* (9.2): body {n!r} and the bodies it carries have no mass or inertia "
-                             f"that the joint can move (mass {mass:g}, rotational inertia {np.diag(I).tolist()})")
+                             f"D(k) = H R H* + diag(armature) (9.2): body {n!r} and the bodies it carries have no "
+                             f"mass or inertia that the joint can move and it has no armature (mass {mass:g}, "
+                             f"rotational inertia {np.diag(I).tolist()})")

@@ -8,11 +8,12 @@ between them is unchanged, being a statement about the operators and not about t
     phi                 (I - E_phi)^-1, block (i, j) = phi(i, j) on the path       (8.14)
     H (nv, 6nb)         block-diagonal hinge maps H(k)                             (3.32)
     M, R, P, P_plus     block-diagonal body, composite and articulated inertias   (4.4, 9.16, 6.28)
-    D (nv, nv)          block-diagonal H(k) P(k) H*(k)                             (6.13)
+    D (nv, nv)          block-diagonal H(k) P(k) H*(k) + armature                  (6.13)
     G (6nb, nv)         block-diagonal Kalman gains                               (6.13)
     tau_bar (6nb, 6nb)  block-diagonal I - G(k) H(k)                              (6.16)
     K (6nb, nv)         E_phi G: block (parent k, k) = phi(parent k, k) G(k)      (6.36)
     E_psi, psi          E_phi tau_bar and (I - E_psi)^-1                          (6.29, 7.5)
+    armature (nv, nv)   diag(model.armature): the mass matrix is H phi M phi* H* + armature (9.3)
 
 Every block is computed by the library's recursions (`articulated_body`, `composite_inertias`); only their
 stacking happens here, in numpy.
@@ -43,6 +44,7 @@ class DenseOperators(NamedTuple):
     K: np.ndarray
     E_psi: np.ndarray
     psi: np.ndarray
+    armature: np.ndarray
 
 
 def _block_diagonal(blocks):
@@ -92,4 +94,5 @@ def dense_operators(model, q) -> DenseOperators:
         K=E_phi @ G,
         E_psi=E_psi,
         psi=np.linalg.inv(eye - E_psi),
+        armature=np.diag(np.asarray(model.armature)),
     )

@@ -222,11 +222,11 @@ def test_mass_matrix_is_jacobian_of_inverse_dynamics(name):
 
 @pytest.mark.parametrize("name", ALL)
 def test_mass_matrix_equals_dense_H_phi_M_phi_star_H_star(name):
-    """M == H phi M phi* H* from the dense stacked operators (4.6, 9.3)."""
+    """M == H phi M phi* H* + diag(armature) from the dense stacked operators (4.6, 9.3)."""
     model, results = evaluated(name)
     for (q, *_), out in results:
         ops = dense_operators(model, q)
-        assert_close(out["M"], ops.H @ ops.phi @ ops.M @ ops.phi.T @ ops.H.T)
+        assert_close(out["M"], ops.H @ ops.phi @ ops.M @ ops.phi.T @ ops.H.T + ops.armature)
 
 
 @pytest.mark.parametrize("name", ALL)

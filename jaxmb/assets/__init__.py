@@ -3,6 +3,12 @@
 * ``quadruped.urdf``: a 12-dof quadruped of about 12 kg (trunk; legs FL, FR, RL, RR, each with hip abduction,
   hip flexion and knee joints; fixed-joint foot frames ``FL_foot`` ...). Its inertias are those of boxes,
   cylinders and spheres, so they pass ``strict_inertia``.
+* ``four_bar_leg.urdf``: a planar four-bar leg under a body on a vertical slide, closed by a ``<loop>``;
+  ``jaxmb.loops.load_urdf`` loads it with 2 degrees of freedom (slide, hip).
+* ``belt_leg.urdf``: a hip-knee-ankle leg with two rotors on the thigh, ``<coupling>``s 12:1 to the knee and (by a
+  belt) to knee and ankle; ``jaxmb.loops.load_urdf`` loads it with 3 degrees of freedom.
+
+The tree loader ``jaxmb.load_urdf`` reads the last two as their spanning trees (the constraints ignored).
 """
 
 import os

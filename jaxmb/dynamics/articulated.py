@@ -5,6 +5,9 @@ one sweep.
 Pass 0 (down) finds V(k) and the Coriolis and gyroscopic terms a(k), b(k); pass 1 (up) the articulated-body
 inertias P(k), residual forces z(k) and innovations eps(k); pass 2 (down) the accelerations. Gravity enters as
 the world's acceleration ``alpha(world) = [0; -g]``, so pass 2 uses ``nu`` rather than ``nu_bar`` (Alg 7.2).
+
+Armature (`Model.armature`, reflected rotor inertia) adds ``diag(armature_k)`` to ``D(k)``; the gain
+``G = P H* D^-1`` and ``P+ = P - G H P`` keep their formulas, and the sweeps then invert ``M(q) + diag(armature)``.
 """
 
 from typing import NamedTuple
@@ -28,10 +31,11 @@ class ArticulatedBody(NamedTuple):
     z, z_plus (nb, 6)       residual forces before and after the joint (7.42)
     a, b (nb, 6)            Coriolis acceleration and gyroscopic force (``b`` includes ``-f_ext``)
     alpha, alpha_plus (nb, 6)  body acceleration and the parent's acceleration moved to the body
-    log_det_D (nb,)         ``log det D(k)``
+    log_det_D (nb,)         ``log det D(k)``, the armature included
     G (nv, 6)               row j: the column of the Kalman gain ``G(k) = P H* D^-1`` for coordinate j
     K (nv, 6)               row j: the column of ``K(parent k, k) = phi(parent k, k) G(k)`` (6.36), parent coords
-    D (nv, 6)               row j: the row of ``D(k) = H P H*`` for coordinate j, in its first nv_k entries
+    D (nv, 6)               row j: the row of ``D(k) = H P H* + diag(armature_k)`` for coordinate j, in its first
+                            nv_k entries
     eps, nu, qdd (nv,)      innovations ``T - H z``, ``D^-1 eps``, joint accelerations (7.31)
     """
 
@@ -72,7 +76,7 @@ def solve_small(D, x):
     n = 1, an unrolled ``L D L*`` solve otherwise."""
     n = D.shape[-1]
     if n == 1:
-        return x / D[..., 0, :]
+        return x / D
     L, d = _ldl(D)
     y = []
     for i in range(n):  # L y = x
@@ -91,13 +95,13 @@ def _swap(A):
     return jnp.swapaxes(A, -1, -2)
 
 
-def _articulated_step(children, X_k, M_k, a_k, b_k, H_k, T_k):
+def _articulated_step(children, X_k, M_k, a_k, b_k, H_k, T_k, A_k):
     P_children, z_children = children
     n = H_k.shape[0]
     P = P_children + M_k  # P(k) = sum_j phi(k, j) P+(j) phi*(k, j) + M(k)          (6.28)
     z = z_children + mv(P, a_k) + b_k  # z(k) = sum_j phi(k, j) z+(j) + P a(k) + b(k)    (7.42)
     PH = mm(P, H_k.T)  # P(k) H*(k)                                              (6, n)
-    D = mm(H_k, PH)  # D(k) = H(k) P(k) H*(k)                                    (6.13)
+    D = mm(H_k, PH) + jnp.diag(A_k)  # D(k) = H(k) P(k) H*(k) + diag(armature(k))  (6.13)
     G = _swap(solve_small(D, PH.T))  # G(k) = P(k) H*(k) D^-1(k), the Kalman gain  (6, n)
     eps = T_k - mv(H_k, z)  # eps(k) = T(k) - H(k) z(k)
     nu = solve_small(D, eps[:, None])[:, 0]  # nu(k) = D^-1(k) eps(k)
@@ -143,7 +147,7 @@ def articulated_body(model, q, qd, tau, f_ext=None) -> ArticulatedBody:
     topo = model.topology
     X, H, M, a, b = velocity_terms(model, q, qd, f_ext)  # pass 0
     zero = (jnp.zeros((6, 6), X.p.dtype), jnp.zeros(6, X.p.dtype))
-    body, dof = up(topo, _articulated_step, zero, X, M, a, b, dofs=(H, tau))  # pass 1
+    body, dof = up(topo, _articulated_step, zero, X, M, a, b, dofs=(H, tau, model.armature))  # pass 1
     P, P_plus, tau_bar, psi, z, z_plus, log_det_D = body
     G, K, D, eps, nu = dof
     alpha, qdd = down(topo, _acceleration_step, base_acceleration(model), X, a, dofs=(G, nu, H))  # pass 2
@@ -153,7 +157,8 @@ def articulated_body(model, q, qd, tau, f_ext=None) -> ArticulatedBody:
 
 
 def forward_dynamics(model, q, qd, tau, f_ext=None):
-    """Joint accelerations ``qdd = M^-1 (tau - C(q, qd) + J* f_ext)`` (nv,) by the articulated-body algorithm.
+    """Joint accelerations ``qdd = M^-1 (tau - C(q, qd) + J* f_ext)`` (nv,) by the articulated-body algorithm,
+    ``M`` including the armature.
 
     Args: q (nq,), qd (nv,), tau (nv,), f_ext (nb, 6) or None (body coordinates, about the body origins).
     """

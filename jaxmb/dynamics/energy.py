@@ -1,4 +1,8 @@
-"""Energy, centre of mass and momentum of the whole tree (book (2.14), (2.16), Ex 4.1)."""
+"""Energy, centre of mass and momentum of the whole tree (book (2.14), (2.16), Ex 4.1).
+
+The armature (`Model.armature`) is a joint-space approximation of geared rotors: it adds its rotor energy to the
+kinetic energy, and has no spatial momentum, so the momentum functions leave it out.
+"""
 
 import jax
 import jax.numpy as jnp
@@ -10,8 +14,11 @@ from jaxmb.spatial import Transform, mm, mv, phi, transform_point
 
 
 def kinetic_energy(model, q, qd):
-    """``1/2 sum_k V(k)* M(k) V(k)`` (2.14), equal to ``1/2 qd* M(q) qd``."""
-    return jnp.sum(_body_kinetic_energy(body_inertias(model), body_velocities(model, q, qd)))
+    """``1/2 sum_k V(k)* M(k) V(k) + 1/2 sum_i armature(i) qd(i)^2`` (2.14), equal to ``1/2 qd* M(q) qd`` with
+    ``M`` including ``diag(armature)``: the second sum is the energy of the rotors whose reflected inertia the
+    armature is."""
+    bodies = jnp.sum(_body_kinetic_energy(body_inertias(model), body_velocities(model, q, qd)))
+    return bodies + 0.5 * jnp.sum(model.armature * qd * qd)
 
 
 def potential_energy(model, q):
@@ -32,7 +39,7 @@ def center_of_mass(model, q):
 
 def spatial_momentum(model, q, qd):
     """Total spatial momentum ``sum_k phi(world, k) M(k) V(k)`` (2.16-2.17), in world coordinates about the
-    world origin, angular first (6,)."""
+    world origin, angular first (6,). The armature has no spatial momentum and is left out."""
     h_body = mv(body_inertias(model), body_velocities(model, q, qd))
     return jnp.sum(jax.vmap(phi)(forward_kinematics(model, q), h_body), 0)
 
@@ -42,7 +49,7 @@ def centroidal_momentum_matrix(model, q):
     mass, in world-aligned coordinates, angular first (Orin and Goswami; Pinocchio's ``ccrba`` is linear first).
 
     ``A_g = sum_k phi(G, k) M(k) J(k)``, with ``J(k)`` the body Jacobians and ``phi(G, k)`` moving body forces to
-    the centre of mass G with world axes.
+    the centre of mass G with world axes. The armature has no spatial momentum and is left out.
     """
     T = forward_kinematics(model, q)
     to_com = Transform(T.R[:, None], (T.p - center_of_mass(model, q))[:, None])  # body frames seen from G
@@ -51,7 +58,8 @@ def centroidal_momentum_matrix(model, q):
 
 
 def centroidal_momentum(model, q, qd):
-    """``h_g = A_g qd`` (6,): spatial momentum about the centre of mass, world-aligned, angular first."""
+    """``h_g = A_g qd`` (6,): spatial momentum about the centre of mass, world-aligned, angular first; without
+    the armature, as `centroidal_momentum_matrix`."""
     h = spatial_momentum(model, q, qd)  # about the world origin
     c = center_of_mass(model, q)
     return jnp.concatenate([h[:3] - jnp.cross(c, h[3:]), h[3:]])

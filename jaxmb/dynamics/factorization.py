@@ -1,6 +1,6 @@
 """The innovations factorization of the mass matrix and what it gives: ``M = L D L*`` with ``L = I + H phi K``,
 ``L^-1 = I - H psi K`` (7.14, 7.17; Lemma 9.11), ``M^-1 = L^-* D^-1 L^-1`` (7.18), ``M^-1 x`` in O(N), and
-``log det M = sum_k log det D(k)`` (9.53).
+``log det M = sum_k log det D(k)`` (9.53). ``M`` includes ``diag(armature)``: the armature is in ``D(k)``.
 
 All are built from one articulated-body sweep at zero velocity (`articulated_body`): ``P, D, G, tau_bar`` depend
 on ``q`` alone. ``L`` is unit upper triangular in jaxmb's base-first numbering (the book numbers tips first, and
@@ -39,7 +39,8 @@ def _identity_entries(model, dtype):
 
 
 def innovations_factors(model, q):
-    """``(L, D)``, both (nv, nv), with ``M(q) = L D L*``: ``L = I + H phi K`` (7.14) and ``D = diag{H P H*}``."""
+    """``(L, D)``, both (nv, nv), with ``M(q) = L D L*``: ``L = I + H phi K`` (7.14) and
+    ``D = diag{H P H* + diag(armature)}``."""
     check_shapes(model, q=q)
     ab = _at_rest(model, q)
     values = ancestor_walk(model.topology, joint_poses(model, q), hinge_map(model), ab.G)  # H(i) phi(i, j) G(j)

@@ -3,7 +3,8 @@ external forces, from the forward-dynamics pass at O(1) cost per body (Jain 2018
 
     f(k) = P(k) (alpha(k) - a(k)) + z(k) = P+(k) alpha+(k) + z+(k)
 
-and ``H(k) f(k) = T(k)``. `jaxmb.body_forces` gives the same forces by a Newton-Euler sweep from ``qdd``.
+and ``H(k) f(k) = T(k) - armature(k) qdd(k)``: the torque that accelerates the rotors (`Model.armature`) does not
+cross the joint. `jaxmb.body_forces` gives the same forces by a Newton-Euler sweep from ``qdd``.
 """
 
 import jax.numpy as jnp

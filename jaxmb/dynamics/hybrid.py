@@ -3,14 +3,14 @@
 Each velocity coordinate is either *prescribed* (its acceleration is given; its force is unknown) or *free* (its
 force is given; its acceleration is unknown). The mask is a runtime array, so changing it does not recompile.
 A joint may mix both kinds: with ``m`` the mask of its coordinates, the free part of its hinge map is
-``H_f = diag(1 - m) H`` and the sweep inverts ``D_f = H_f P H_f* + diag(m)``, which is ``D`` on the free
-coordinates and the identity on the prescribed ones. All coordinates free gives the articulated-body algorithm;
-all prescribed gives composite-body inverse dynamics (Alg 5.3).
+``H_f = diag(1 - m) H`` and the sweep inverts ``D_f = H_f P H_f* + diag((1 - m) armature + m)``, which is ``D``
+on the free coordinates and the identity on the prescribed ones. All coordinates free gives the articulated-body
+algorithm; all prescribed gives composite-body inverse dynamics (Alg 5.3).
 
 Up sweep:   P(k) = sum_j phi P+(j) phi* + M(k);   z(k) = sum_j phi z+(j) + P a + b + P H* (m qdd_given)
             eps = (1 - m)(T - H z);   nu = D_f^-1 eps;   G_f = P H_f* D_f^-1;   P+ = P - G_f H_f P;   z+ = z + G_f eps
 Down sweep: alpha+ = phi* alpha(parent);   qdd = m qdd_given + nu - G_f* alpha+;   alpha = alpha+ + H* qdd + a
-Forces:     f(k) = P+ alpha+ + z+ (eq. 18);   T = H f on every coordinate.
+Forces:     f(k) = P+ alpha+ + z+ (eq. 18);   T = H f + armature qdd on every coordinate.
 """
 
 import jax.numpy as jnp
@@ -22,13 +22,13 @@ from jaxmb.spatial import mm, mv, phi, phi_congruence, phi_star
 from jaxmb.sweeps import down, up
 
 
-def _hybrid_step(children, X_k, M_k, a_k, b_k, H_k, u_k, m_k):
+def _hybrid_step(children, X_k, M_k, a_k, b_k, H_k, u_k, m_k, A_k):
     P_children, z_children = children
     P = P_children + M_k  # (6.28)
     z = z_children + mv(P, a_k + mv(H_k.T, m_k * u_k)) + b_k  # prescribed accelerations enter z (Alg 16.2)
     H_f = (1.0 - m_k)[:, None] * H_k  # the free rows of H(k)
     PH = mm(P, H_f.T)
-    D = mm(H_f, PH) + jnp.diag(m_k)  # D on the free coordinates, I on the prescribed ones
+    D = mm(H_f, PH) + jnp.diag((1.0 - m_k) * A_k + m_k)  # D on the free coordinates, I on the prescribed ones
     G = jnp.swapaxes(solve_small(D, PH.T), -1, -2)  # zero columns for prescribed coordinates
     eps = (1.0 - m_k) * (u_k - mv(H_k, z))
     nu = solve_small(D, eps[:, None])[:, 0]
@@ -62,8 +62,8 @@ def hybrid_dynamics(model, q, qd, u, prescribed, f_ext=None):
     m = jnp.asarray(prescribed).astype(u.dtype)
     X, H, M, a, b = velocity_terms(model, q, qd, f_ext)
     zero = (jnp.zeros((6, 6), X.p.dtype), jnp.zeros(6, X.p.dtype))
-    (P_plus, z_plus), (G, nu) = up(topo, _hybrid_step, zero, X, M, a, b, dofs=(H, u, m))
+    (P_plus, z_plus), (G, nu) = up(topo, _hybrid_step, zero, X, M, a, b, dofs=(H, u, m, model.armature))
     alpha, qdd = down(topo, _hybrid_acceleration_step, base_acceleration(model), X, a, dofs=(G, nu, H, u, m))
     alpha_plus = alpha - hinge_motion(model, H, qdd) - a
     f = mv(P_plus, alpha_plus) + z_plus  # f(k) = P+(k) alpha+(k) + z+(k)   (eq. 18)
-    return qdd, hinge_project(model, H, f)
+    return qdd, hinge_project(model, H, f) + model.armature * qdd  # T = H f + armature qdd

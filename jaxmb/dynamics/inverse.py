@@ -1,4 +1,8 @@
-"""Newton-Euler inverse dynamics (book Alg 5.2 / 9.1, (9.10)) and the bias and gravity forces built on it."""
+"""Newton-Euler inverse dynamics (book Alg 5.2 / 9.1, (9.10)) and the bias and gravity forces built on it.
+
+The armature (`Model.armature`) is a joint-space inertia: it adds ``armature * qdd`` to the joint forces and
+nothing to the body forces.
+"""
 
 import jax.numpy as jnp
 
@@ -41,11 +45,13 @@ def body_forces(model, q, qd, qdd, f_ext=None):
 
 
 def inverse_dynamics(model, q, qd, qdd, f_ext=None):
-    """Joint forces ``tau = M(q) qdd + C(q, qd) - J* f_ext`` (nv,), by Newton-Euler in O(N): ``T(k) = H(k) f(k)``.
+    """Joint forces ``tau = M(q) qdd + C(q, qd) - J* f_ext`` (nv,), by Newton-Euler in O(N):
+    ``T(k) = H(k) f(k) + armature(k) qdd(k)``, ``M`` including ``diag(armature)``.
 
     Args: q (nq,), qd (nv,), qdd (nv,), f_ext (nb, 6) or None (body coordinates, about the body origins).
     """
-    return hinge_project(model, hinge_map(model), body_forces(model, q, qd, qdd, f_ext))
+    tau = hinge_project(model, hinge_map(model), body_forces(model, q, qd, qdd, f_ext))
+    return tau + model.armature * qdd
 
 
 def bias_forces(model, q, qd, f_ext=None):

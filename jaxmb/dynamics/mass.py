@@ -21,7 +21,7 @@ def composite_inertias(model, q):
 
 
 def mass_matrix(model, q):
-    """The mass matrix ``M(q)`` (nv, nv) by composite rigid bodies (Alg 9.3).
+    """The mass matrix ``M(q)`` (nv, nv) by composite rigid bodies (Alg 9.3), plus ``diag(armature)``.
 
     Column j starts as ``F = R(k) H*_j`` at its body k (``M(k, k) = H(k) F``) and walks to the root, one level
     per step for all columns at once: ``F <- phi(parent, k) F``, ``M(i, j) = H(i) F`` at each ancestor i.
@@ -34,4 +34,5 @@ def mass_matrix(model, q):
     values = ancestor_walk(model.topology, X, H, F)  # M(i, j) = H(i) phi(i, k) R(k) H*(k)         (9.20)
     off_diagonal = values[1:]
     v = jnp.concatenate(values + off_diagonal + [jnp.zeros(1, F.dtype)])
-    return v[model.topology.mass_matrix_index]  # a gather: XLA fuses it, where a scatter would not
+    M = v[model.topology.mass_matrix_index]  # a gather: XLA fuses it, where a scatter would not
+    return M + jnp.diag(model.armature)

@@ -1,6 +1,7 @@
 """Operational space (book ch. 10): the compliance ``Lambda_inv = J M^-1 J*`` of task frames by two level sweeps,
 the inertia ``Lambda``, the kernel ``Upsilon(k)`` at every body, the bias ``C_os`` and an operational-space
-controller. ``M`` and ``M^-1`` are never formed.
+controller. ``M`` and ``M^-1`` are never formed; ``M`` includes ``diag(armature)``, which enters through the ``D(k)``
+and gains ``G(k)`` of `articulated_body`.
 
 Tasks. A task is a set of frames (`Model.frame_names`: bodies and the links merged into them) and, per frame, the
 rows of its spatial velocity that matter: ``d V_f`` with ``d`` (r, 6) rows of the identity (``reference="local"``,

@@ -5,7 +5,9 @@
 * ``floating_base=True`` joins the root link to the world by a free joint named ``"root"``.
 * Inertial frames may be rotated (``rpy``); the inertia is rotated into the link frame.
 * ``mimic`` joints are loaded as independent joints (as Pinocchio does by default); the model's ``notes`` say so.
-* Visual and collision geometry (and ``package://`` mesh paths) are ignored.
+* Visual and collision geometry (and ``package://`` mesh paths) are ignored, and so are elements other than
+  ``<link>`` and ``<joint>`` (the closed-loop extensions ``<loop>``, ``<coupling>`` and ``<independent>`` are read
+  by `jaxmb.io.urdf_loops`).
 
 Anything malformed or unsupported raises `jaxmb.ModelError` naming the file and the element.
 """
@@ -28,24 +30,33 @@ def load_urdf(path, floating_base=False, gravity=(0.0, 0.0, -9.81), strict_inert
     masses and inertias that are not positive semi-definite always raise; see `jaxmb.model.check_inertia`).
     """
     path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise ModelError(f"{path}: cannot read the file ({e.strerror})") from None
-    return load_urdf_string(text, floating_base, gravity, source=path, strict_inertia=strict_inertia)
+    return load_urdf_string(read_text(path), floating_base, gravity, source=path, strict_inertia=strict_inertia)
 
 
 def load_urdf_string(text, floating_base=False, gravity=(0.0, 0.0, -9.81), source="<urdf string>",
                      strict_inertia=False):
     """Load a URDF document given as a string."""
+    return _Reader(parse_robot(text, source), source).build(floating_base, gravity, strict_inertia)
+
+
+def read_text(path) -> str:
+    """The text of the file ``path``; `ModelError` naming it if it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read the file ({e.strerror})") from None
+
+
+def parse_robot(text, source) -> ET.Element:
+    """The ``<robot>`` element of a URDF document; `ModelError` naming ``source`` if it is not one."""
     try:
         robot = ET.fromstring(text)
     except ET.ParseError as e:
         raise ModelError(f"{source}: malformed XML ({e})") from None
     if robot.tag != "robot":
         raise ModelError(f"{source}: the root element is <{robot.tag}>, expected <robot>")
-    return _Reader(robot, source).build(floating_base, gravity, strict_inertia)
+    return robot
 
 
 def _describe(element):

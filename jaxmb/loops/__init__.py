@@ -1,0 +1,33 @@
+"""Closed kinematic loops by constraint embedding (book ch. 15, Chignoli et al. 2023): loop closures, gears,
+belts and differentials on a spanning tree, embedded as cluster nodes so that the AB algorithm stays O(N).
+
+Build with `close_loops(tree, [coupling(...), loop_closure(...), ...])`; the state is a consistent spanning
+configuration ``q`` (`solve_configuration`) and independent velocities ``yd``.
+"""
+
+from jaxmb.loops.articulated import forward_dynamics
+from jaxmb.loops.constraints import coupling, explicit, implicit, linear_coupling, loop_closure
+from jaxmb.loops.dynamics import (
+    bias_forces,
+    constraint_forces,
+    inverse_dynamics,
+    lagrange_forward_dynamics,
+    mass_matrix,
+    projected_forward_dynamics,
+)
+from jaxmb.loops.embedding import (
+    constraint_bias,
+    constraint_jacobian,
+    constraint_residual,
+    embedding,
+    embedding_matrix,
+    generalized_force,
+    independent_configuration,
+    independent_velocity,
+    spanning_acceleration,
+    spanning_velocity,
+)
+from jaxmb.loops.model import Cluster, LoopModel, close_loops
+from jaxmb.loops.position import LoopConfiguration, integrate, solve_configuration
+from jaxmb.loops import mechanisms
+from jaxmb.io.urdf_loops import load_urdf, load_urdf_string

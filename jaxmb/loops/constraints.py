@@ -1,0 +1,300 @@
+"""Holonomic constraints on a spanning tree's coordinates: ``phi(q) = 0`` (book 15.24-15.27, seed 001 (2)-(4)).
+
+A constraint is written by the user against names (`coupling`, `linear_coupling`, `loop_closure`, `implicit`,
+`explicit`) and *bound* to a tree model by `close_loops` (`jaxmb.loops.model`): binding resolves the names into
+coordinate indices and body paths (static) and the numbers into parameters (JAX leaves, so ``grad`` reaches gear
+ratios and loop placements). A bound constraint reads only the coordinates it lists, all of them 1-dof joints
+(revolute, continuous, prismatic, helical), for which a position and a velocity coordinate coincide.
+
+Every constraint is an implicit residual; `jaxmb.loops.embedding` derives ``K = dphi/dq`` and ``k = -Kdot qd``
+from it by ``jax.jacfwd`` and ``jax.jvp``, so a linear coupling and a four-bar linkage take the same path.
+"""
+
+from dataclasses import dataclass
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmb.errors import ModelError
+from jaxmb.joints import KINDS
+from jaxmb.spatial import Transform, compose, mv
+
+CLOSURES = {"revolute": 5, "planar": 2, "ball": 3, "weld": 6}
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A constraint bound to a tree: ``residual(model, params, q) -> (size,)`` reads ``q[q_index]`` only.
+
+    ``prefer_dependent``: coordinates (indices into ``q_index``) that the automatic choice of independent
+    coordinates makes dependent first (the follower of a coupling, the outputs of an explicit map).
+    ``bodies``: the bodies whose motion the constraint involves (the endpoints' paths for a loop closure).
+    """
+
+    name: str
+    kind: str
+    q_index: tuple
+    bodies: tuple
+    size: int
+    residual: Callable
+    params: tuple
+    prefer_dependent: tuple = ()
+
+
+def _joint_coordinate(model, joint, what):
+    """The coordinate index of a 1-dof joint named ``joint`` and its body."""
+    if joint not in model.joint_names:
+        raise ModelError(f"{what}: model {model.name!r} has no movable joint {joint!r}")
+    body = model.joint_names.index(joint)
+    kind = model.topology.kinds[body]
+    if KINDS[kind].nq != 1:
+        raise ModelError(f"{what}: joint {joint!r} is a {model.joint_types[body]} joint; constraints act on 1-dof "
+                         "joints (revolute, continuous, prismatic, helical)")
+    return int(model.topology.q_offset[body]), body
+
+
+@dataclass(frozen=True)
+class Coupling:
+    """``q[joint] = ratio * q[reference] + offset``: a gear, a geared rotor (``joint`` the rotor, ``ratio`` N), a
+    URDF ``mimic``."""
+
+    joint: str
+    reference: str
+    ratio: float
+    offset: float = 0.0
+
+    def bind(self, model):
+        what = f"coupling {self.joint!r} = {self.ratio} * {self.reference!r}"
+        (qj, bj), (qr, br) = (_joint_coordinate(model, n, what) for n in (self.joint, self.reference))
+        if qj == qr:
+            raise ModelError(f"{what}: a joint cannot be coupled to itself")
+
+        def residual(model, params, q):
+            ratio, offset = params
+            return jnp.stack([q[qj] - ratio * q[qr] - offset])
+
+        return Bound(what, "coupling", (qj, qr), (bj, br), 1, residual,
+                     (jnp.asarray(float(self.ratio)), jnp.asarray(float(self.offset))), prefer_dependent=(0,))
+
+
+def coupling(joint, reference, ratio, offset=0.0) -> Coupling:
+    return Coupling(joint, reference, ratio, offset)
+
+
+@dataclass(frozen=True)
+class LinearCoupling:
+    """``A @ q[joints] = offset`` with a constant ``A`` (m, n): belts and multi-stage transmissions."""
+
+    joints: tuple
+    A: tuple
+    offset: tuple
+
+    def bind(self, model):
+        what = f"linear coupling of {list(self.joints)}"
+        idx = [_joint_coordinate(model, n, what) for n in self.joints]
+        A = np.asarray(self.A, float)
+        if A.ndim != 2 or A.shape[1] != len(self.joints) or np.linalg.matrix_rank(A) < A.shape[0]:
+            raise ModelError(f"{what}: the matrix must be (m, {len(self.joints)}) with independent rows, got {A}")
+        cols = tuple(i for i, _ in idx)
+
+        def residual(model, params, q):
+            A, offset = params
+            return A @ q[jnp.asarray(cols)] - offset
+
+        return Bound(what, "linear", cols, tuple(b for _, b in idx), A.shape[0], residual,
+                     (jnp.asarray(A), jnp.asarray(np.broadcast_to(np.asarray(self.offset, float), A.shape[0]))))
+
+
+def linear_coupling(joints, A, offset=0.0) -> LinearCoupling:
+    A = np.atleast_2d(np.asarray(A, float))
+    return LinearCoupling(tuple(joints), tuple(map(tuple, A)), tuple(np.broadcast_to(offset, A.shape[0]).tolist()))
+
+
+def _path(topology, ancestor, body):
+    """Bodies from just below ``ancestor`` (-1: the world) down to ``body``, root first."""
+    path = []
+    while body != ancestor:
+        if body < 0:
+            raise ValueError("not an ancestor")
+        path.append(body)
+        body = int(topology.parent[body])
+    return path[::-1]
+
+
+def common_ancestor(topology, bodies):
+    """The deepest body that is an ancestor-or-self of all ``bodies`` (-1: the world)."""
+    chains = [set(topology.ancestors(b)) | {b} for b in bodies]
+    common = set.intersection(*chains)
+    return max(common, key=lambda b: topology.depth[b]) if common else -1
+
+
+def path_pose(model, q, path) -> Transform:
+    """Pose of the last body of ``path`` in the frame of the first one's parent: the joint placements and joint
+    motions composed along a static path (`_path`)."""
+    T = None
+    for i in path:
+        kind = KINDS[model.topology.kinds[i]]
+        q_i = q[model.topology.q_offset[i] : model.topology.q_offset[i] + kind.nq]
+        X = compose(Transform(model.X_tree.R[i], model.X_tree.p[i]), kind.transform(q_i, model.axis[i], model.coef[i]))
+        T = X if T is None else compose(T, X)
+    return T
+
+
+def _orthonormal_pair(e):
+    e = e / np.linalg.norm(e)
+    t = np.eye(3)[np.argmin(np.abs(e))]
+    u = np.cross(e, t)
+    u /= np.linalg.norm(u)
+    return np.stack([u, np.cross(e, u)])
+
+
+@dataclass(frozen=True)
+class LoopClosure:
+    """A cut joint between frame ``placement_a`` on body ``a`` and frame ``placement_b`` on body ``b`` (the two
+    frames coincide when the loop is closed).
+
+    ``kind``: ``revolute`` (5 rows: the frames' origins meet, their ``axis`` stay aligned), ``planar`` (2 rows:
+    the origins meet in the plane normal to ``axis``; the right choice for a planar loop, whose other rows vanish
+    identically and would make ``K`` rank-deficient), ``ball`` (3 rows) or ``weld`` (6 rows). Position rows are
+    in frame a's axes, so their multipliers are the force that a exerts on b there.
+    """
+
+    a: str
+    b: str
+    placement_a: tuple
+    placement_b: tuple
+    kind: str = "revolute"
+    axis: tuple = (0.0, 0.0, 1.0)
+
+    def bind(self, model):
+        what = f"loop closure {self.a!r}-{self.b!r}"
+        if self.kind not in CLOSURES:
+            raise ModelError(f"{what}: kind must be one of {sorted(CLOSURES)}, got {self.kind!r}")
+        ends = []  # (frame index or None for the world, body or -1)
+        for name in (self.a, self.b):
+            if name is None:
+                ends.append((None, -1))
+            elif name in model.frame_names:
+                f = model.frame_index(name)
+                ends.append((f, model.frame_body[f]))
+            else:
+                raise ModelError(f"{what}: model {model.name!r} has no body or frame {name!r}")
+        (fa, ba), (fb, bb) = ends
+        if ba == bb:
+            raise ModelError(f"{what}: both ends are on the same body; nothing to close")
+        topo = model.topology
+        c = common_ancestor(topo, [ba, bb]) if min(ba, bb) >= 0 else -1
+        paths = [_path(topo, c, b) if b >= 0 else [] for b in (ba, bb)]
+        bodies = tuple(sorted(set(paths[0]) | set(paths[1])))
+        for i in bodies:
+            if KINDS[topo.kinds[i]].nq != 1:
+                raise ModelError(f"{what}: the loop passes through joint {model.joint_names[i]!r}, a "
+                                 f"{model.joint_types[i]} joint; loops are made of 1-dof joints")
+        axis = np.asarray(self.axis, float)
+        rows = {"revolute": None, "planar": _orthonormal_pair(axis), "ball": np.eye(3), "weld": np.eye(3)}[self.kind]
+        perp = _orthonormal_pair(axis)
+
+        def frame_pose(model, q, f, path, placement):
+            """Pose of a closure frame in the common ancestor's frame (the world for ``f`` None)."""
+            if f is None:
+                return placement
+            T = Transform(model.frame_placement.R[f], model.frame_placement.p[f])  # frame in its body
+            if path:
+                T = compose(path_pose(model, q, path), T)
+            return compose(T, placement)
+
+        kind = self.kind
+
+        def residual(model, params, q):
+            Pa, Pb = params
+            Ta = frame_pose(model, q, fa, paths[0], Transform(*Pa))
+            Tb = frame_pose(model, q, fb, paths[1], Transform(*Pb))
+            d = mv(Ta.R.T, Tb.p - Ta.p)  # origin of b in frame a
+            R_ab = Ta.R.T @ Tb.R
+            if kind == "revolute":
+                e = jnp.asarray(axis, q.dtype)
+                return jnp.concatenate([d, jnp.asarray(perp, q.dtype) @ (R_ab @ e)])
+            if kind == "weld":
+                W = R_ab - R_ab.T
+                return jnp.concatenate([d, 0.5 * jnp.stack([W[2, 1], W[0, 2], W[1, 0]])])
+            return jnp.asarray(rows, q.dtype) @ d
+
+        params = tuple((jnp.asarray(np.asarray(P[0], float)), jnp.asarray(np.asarray(P[1], float)))
+                       for P in (self.placement_a, self.placement_b))
+        q_index = tuple(int(topo.q_offset[i]) for i in bodies)
+        return Bound(what, "closure", q_index, bodies, CLOSURES[self.kind], residual, params)
+
+
+def _placement(placement):
+    if placement is None:
+        return (tuple(map(tuple, np.eye(3))), (0.0, 0.0, 0.0))
+    R, p = placement
+    return (tuple(map(tuple, np.asarray(R, float).reshape(3, 3))), tuple(np.asarray(p, float).reshape(3)))
+
+
+def loop_closure(a, b, placement_a=None, placement_b=None, kind="revolute", axis=(0.0, 0.0, 1.0)) -> LoopClosure:
+    """Close a loop between bodies (or frames) ``a`` and ``b`` (None: the world); placements ``(R, p)`` in their
+    frames."""
+    return LoopClosure(a, b, _placement(placement_a), _placement(placement_b), kind, tuple(np.asarray(axis, float)))
+
+
+@dataclass(frozen=True)
+class Implicit:
+    """``fn(q[joints], *params) = 0`` for a user function ``fn`` -> (m,) (a differential's constraint)."""
+
+    joints: tuple
+    fn: Callable
+    params: tuple = ()
+    name: str = "implicit"
+
+    def bind(self, model):
+        what = f"{self.name} constraint on {list(self.joints)}"
+        idx = [_joint_coordinate(model, n, what) for n in self.joints]
+        cols = tuple(i for i, _ in idx)
+        params = tuple(jnp.asarray(p) for p in self.params)
+        shape = jax.eval_shape(self.fn, jnp.zeros(len(cols)), *params).shape
+        if len(shape) != 1 or shape[0] < 1:
+            raise ModelError(f"{what}: the function must return a vector (m,), got shape {shape}")
+        fn = self.fn
+
+        def residual(model, params, q):
+            return fn(q[jnp.asarray(cols)], *params)
+
+        return Bound(what, "implicit", cols, tuple(b for _, b in idx), shape[0], residual, params)
+
+
+def implicit(joints, fn, params=(), name="implicit") -> Implicit:
+    return Implicit(tuple(joints), fn, tuple(params), name)
+
+
+@dataclass(frozen=True)
+class Explicit:
+    """``q[dependent] = gamma(q[independent], *params)``: a closed-form loop map (seed 001 (3))."""
+
+    dependent: tuple
+    independent: tuple
+    gamma: Callable
+    params: tuple = ()
+
+    def bind(self, model):
+        what = f"explicit map {list(self.independent)} -> {list(self.dependent)}"
+        dep = [_joint_coordinate(model, n, what)[0] for n in self.dependent]
+        ind = [_joint_coordinate(model, n, what)[0] for n in self.independent]
+        bodies = tuple(_joint_coordinate(model, n, what)[1] for n in self.dependent + self.independent)
+        params = tuple(jnp.asarray(p) for p in self.params)
+        shape = jax.eval_shape(self.gamma, jnp.zeros(len(ind)), *params).shape
+        if shape != (len(dep),):
+            raise ModelError(f"{what}: gamma must return ({len(dep)},), got {shape}")
+        gamma = self.gamma
+
+        def residual(model, params, q):
+            return q[jnp.asarray(dep)] - gamma(q[jnp.asarray(ind)], *params)
+
+        return Bound(what, "explicit", tuple(dep + ind), bodies, len(dep), residual, params,
+                     prefer_dependent=tuple(range(len(dep))))
+
+
+def explicit(dependent, independent, gamma, params=()) -> Explicit:
+    return Explicit(tuple(dependent), tuple(independent), gamma, tuple(params))

@@ -1,0 +1,95 @@
+"""Closed-loop dynamics in independent coordinates from the spanning tree's recursions, and the two reference
+solvers of book chapter 11 on the same spanning tree.
+
+With ``qd = G yd`` and ``qdd = G ydd + g`` (`jaxmb.loops.embedding`), the embedded equations of motion are
+(book 15.7-15.8, seed 001 section IV)
+
+    M_y ydd + C_y = tau_y,   M_y = G* M G,   C_y = G* (C + M g)
+
+and the cluster RNEA ``tau_k = S_k* f_k`` (seed 001 (62)-(65)) sums to ``G* ID(q, qd, qdd)``: the tree's O(N)
+Newton-Euler sweep, then one small product per cluster. Forward dynamics by constraint embedding is in
+`jaxmb.loops.articulated`; the references here are dense, for checking it and for comparison:
+
+* Lagrange multipliers (book Alg 11.1/11.2): ``M qdd = tau - C + K* lambda``, ``K qdd = k`` (minus an optional
+  Baumgarte term ``2 zeta omega K qd + omega^2 phi``), solved through the Schur complement ``K M^-1 K*``.
+* Projection (book 11.3): ``ydd = (G* M G)^-1 G* (tau - C - M g)``.
+"""
+
+import jax.numpy as jnp
+from jax.scipy.linalg import cho_factor, cho_solve
+
+from jaxmb.dynamics.inverse import bias_forces as tree_bias_forces
+from jaxmb.dynamics.inverse import inverse_dynamics as tree_inverse_dynamics
+from jaxmb.dynamics.mass import mass_matrix as tree_mass_matrix
+from jaxmb.loops.embedding import (
+    constraint_bias,
+    constraint_jacobian,
+    constraint_residual,
+    embedding_matrix,
+    spanning_acceleration,
+    spanning_velocity,
+)
+
+
+def inverse_dynamics(lm, q, yd, ydd, f_ext=None):
+    """Independent forces ``tau_y = G* ID_tree(q, G yd, G ydd + g)`` (ny,): the cluster RNEA.
+
+    Args: q (nq,) consistent spanning configuration, yd, ydd (ny,), f_ext (nb, 6) or None."""
+    qd = spanning_velocity(lm, q, yd)
+    qdd = spanning_acceleration(lm, q, yd, ydd)
+    return embedding_matrix(lm, q).T @ tree_inverse_dynamics(lm.tree, q, qd, qdd, f_ext)
+
+
+def mass_matrix(lm, q):
+    """``M_y = G* M G`` (ny, ny), symmetric positive definite (15.8)."""
+    G = embedding_matrix(lm, q)
+    return G.T @ tree_mass_matrix(lm.tree, q) @ G
+
+
+def bias_forces(lm, q, yd, f_ext=None):
+    """``C_y = G* (C + M g)`` (ny,): ``tau_y`` at ``ydd = 0``."""
+    return inverse_dynamics(lm, q, yd, jnp.zeros_like(yd), f_ext)
+
+
+def lagrange_forward_dynamics(lm, q, qd, tau, f_ext=None, baumgarte=None):
+    """Spanning accelerations and constraint forces ``(qdd (nv,), lambda (nc,))`` by Lagrange multipliers.
+
+    Args: q (nq,), qd (nv,) spanning state (consistent, or nearly so with ``baumgarte``), tau (nv,) spanning
+    joint forces, ``baumgarte = (zeta_omega2, omega2)``: the constraint rows become
+    ``K qdd = k - 2 zeta omega K qd - omega^2 phi(q)`` with ``baumgarte = (2 zeta omega, omega^2)``.
+    ``lambda`` are the forces of the residual rows: ``M qdd + C = tau + K* lambda``.
+    """
+    M = tree_mass_matrix(lm.tree, q)
+    C = tree_bias_forces(lm.tree, q, qd, f_ext)
+    K = constraint_jacobian(lm, q)
+    k = constraint_bias(lm, q, qd)
+    if baumgarte is not None:
+        damping, stiffness = baumgarte
+        k = k - damping * (K @ qd) - stiffness * constraint_residual(lm, q)
+    chol = cho_factor(M)
+    qdd_free = cho_solve(chol, tau - C)
+    Minv_Kt = cho_solve(chol, K.T)
+    lam = jnp.linalg.solve(K @ Minv_Kt, k - K @ qdd_free)  # (K M^-1 K*) lambda = k - K qdd_free   (11.8)
+    return qdd_free + Minv_Kt @ lam, lam
+
+
+def projected_forward_dynamics(lm, q, yd, tau, f_ext=None):
+    """Independent accelerations ``ydd`` (ny,) by projection onto the constraint manifold (book 11.3).
+
+    Args: q (nq,) consistent spanning configuration, yd (ny,), tau (ny,) independent forces, f_ext (nb, 6)."""
+    G = embedding_matrix(lm, q)
+    qd = G @ yd
+    M = tree_mass_matrix(lm.tree, q)
+    g = spanning_acceleration(lm, q, yd, jnp.zeros_like(yd))
+    rhs = tau - G.T @ (tree_bias_forces(lm.tree, q, qd, f_ext) + M @ g)
+    return jnp.linalg.solve(G.T @ M @ G, rhs)
+
+
+def constraint_forces(lm, q, qd, qdd, tau, f_ext=None):
+    """The multipliers ``lambda`` (nc,) that make a constrained motion ``qdd`` (nv,) satisfy the tree's equations
+    ``ID(q, qd, qdd) - tau = K* lambda``: the cut-joint (loop-closure) and coupling forces, by least squares.
+
+    For a loop closure's position rows they are the force that body a exerts on body b along frame a's axes."""
+    K = constraint_jacobian(lm, q)
+    r = tree_inverse_dynamics(lm.tree, q, qd, qdd, f_ext) - tau
+    return jnp.linalg.solve(K @ K.T, K @ r)

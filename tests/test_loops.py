@@ -1,0 +1,388 @@
+"""Closed loops by constraint embedding (book ch. 11 and 15, seed 001), in float64.
+
+Random trees closed by random loop closures and gear couplings (`jaxmb.testing.random_loop_model`) and a planar
+four-bar check the embedded AB algorithm against the two dense references on the same spanning tree (Lagrange
+multipliers, projection), the constraint algebra against autodiff and closed forms, inverse dynamics, the
+cut-joint forces and the gradients. As in test_identities, each model's quantities come from one jitted program
+over all its states.
+"""
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+import checks
+import jaxmb
+from jaxmb import joints, loops
+from jaxmb.errors import ModelError
+from jaxmb.model import ModelBuilder
+from jaxmb.testing import random_loop_model, random_model
+
+RTOL = 1e-9
+
+MODEL_SPECS = {
+    # a revolute (5-row) closure and a coupling merged into one cluster of 7 bodies, fixed base
+    "revolute": dict(seed=0, n_bodies=8, floating_base=False, closures=("revolute",), couplings=1),
+    # a ball closure under a free base, and a coupling
+    "ball-floating": dict(seed=0, n_bodies=9, floating_base=True, closures=("ball",), couplings=1),
+    # gear couplings only: small clusters side by side in the schedule
+    "couplings": dict(seed=2, n_bodies=9, floating_base=False, closures=(), couplings=2),
+}
+N_STATES = 2
+
+
+# -- a planar four-bar hanging under a vertical slider (book 15.14, digest chignoli 1.7(d)) ----------------------
+
+L1, L2, L3, OFFSET = 0.1, 0.15, 0.12, 0.06  # driver, coupler (to the closure point), support, hinge spacing
+Q_FOUR_BAR = np.array([0.1, -1.2, -0.2995625, 1.59550865])  # hip, driver, support, coupler: closed (4e-9)
+
+
+def four_bar_tree():
+    b = ModelBuilder("four-bar", gravity=(0, -9.81, 0))
+    b.add_body("hip", None, joints.prismatic((0, 1, 0)), mass=2.0, inertia=np.eye(3) * 0.01)
+    b.add_body("driver", "hip", joints.revolute((0, 0, 1)), mass=0.2, com=(L1 / 2, 0, 0),
+               inertia=np.diag([1e-4, 5e-4, 5e-4]))
+    b.add_body("support", "hip", joints.revolute((0, 0, 1)), placement=(np.eye(3), (OFFSET, 0, 0)), mass=0.2,
+               com=(L3 / 2, 0, 0), inertia=np.diag([1e-4, 5e-4, 5e-4]))
+    b.add_body("coupler", "driver", joints.revolute((0, 0, 1)), placement=(np.eye(3), (L1, 0, 0)), mass=0.3,
+               com=(0.18, 0, 0), inertia=np.diag([1e-4, 2e-3, 2e-3]))
+    return b.build()
+
+
+def four_bar_phi(x, l1, l2, l3, o):
+    """The planar four-bar closure in the hip frame (digest chignoli 1.7(d)), x = (driver, support, coupler)."""
+    q0, q1, q2 = x
+    return jnp.stack([l1 * jnp.cos(q0) + l2 * jnp.cos(q0 + q2) - l3 * jnp.cos(q1) - o,
+                      l1 * jnp.sin(q0) + l2 * jnp.sin(q0 + q2) - l3 * jnp.sin(q1)])
+
+
+def four_bar_K_k(x, xd, l1, l2, l3):
+    """The closed forms of ``K = dphi/dx`` and ``k = -Kdot xd`` (digest chignoli 1.7(d))."""
+    q0, q1, q2 = x
+    d0, d1, d2 = xd
+    s0, c0, s1, c1 = jnp.sin(q0), jnp.cos(q0), jnp.sin(q1), jnp.cos(q1)
+    s02, c02 = jnp.sin(q0 + q2), jnp.cos(q0 + q2)
+    K = jnp.array([[-l1 * s0 - l2 * s02, l3 * s1, -l2 * s02], [l1 * c0 + l2 * c02, -l3 * c1, l2 * c02]])
+    k = jnp.array([l1 * c0 * d0**2 + l2 * c02 * (d0 + d2) ** 2 - l3 * c1 * d1**2,
+                   l1 * s0 * d0**2 + l2 * s02 * (d0 + d2) ** 2 - l3 * s1 * d1**2])
+    return K, k
+
+
+def four_bar(independent=("driver",), analytic=False):
+    tree = four_bar_tree()
+    if analytic:
+        closure = loops.implicit(["driver", "support", "coupler"], four_bar_phi, (L1, L2, L3, OFFSET), "four-bar")
+    else:
+        closure = loops.loop_closure("coupler", "support", (np.eye(3), (L2, 0, 0)), (np.eye(3), (L3, 0, 0)),
+                                     kind="planar")
+    return loops.close_loops(tree, [closure], independent=list(independent), q_reference=Q_FOUR_BAR)
+
+
+# -- cases -----------------------------------------------------------------------------------------------------
+
+
+class Case(NamedTuple):
+    lm: loops.LoopModel
+    states: list  # [(q, yd, tau, f_ext)], q closed
+
+
+def _states(lm, q_closed, seed, n=N_STATES, spread=0.05):
+    out = []
+    for i in range(n):
+        key = jax.random.PRNGKey(seed * 100 + i)
+        k1, k2, k3, k4 = jax.random.split(key, 4)
+        moved = jaxmb.integrate(lm.tree, q_closed, jax.random.normal(k1, (lm.nv,)), spread)  # on the manifold
+        sol = loops.solve_configuration(lm, loops.independent_configuration(lm, moved), guess=q_closed,
+                                        iterations=20)
+        assert bool(sol.converged), sol.residual
+        yd = jax.random.normal(k2, (lm.ny,))
+        tau = jax.random.normal(k3, (lm.ny,))
+        f_ext = 0.3 * jax.random.normal(k4, (lm.tree.nb, 6))
+        out.append((sol.q, yd, tau, f_ext))
+    return out
+
+
+@functools.cache
+def get_case(name) -> Case:
+    if name == "four-bar":
+        lm = four_bar()
+        return Case(lm, _states(lm, jnp.asarray(Q_FOUR_BAR), 7))
+    lm, q = random_loop_model(**MODEL_SPECS[name])
+    return Case(lm, _states(lm, q, MODEL_SPECS[name]["seed"] + 11))
+
+
+ALL = list(MODEL_SPECS) + ["four-bar"]
+
+
+class Outputs(NamedTuple):
+    residual: jnp.ndarray
+    KG: jnp.ndarray
+    Kg_minus_k: jnp.ndarray
+    ydd: jnp.ndarray
+    ydd_projected: jnp.ndarray
+    qdd: jnp.ndarray
+    qdd_lagrange: jnp.ndarray
+    lam_lagrange: jnp.ndarray
+    lam_embedded: jnp.ndarray
+    tau_back: jnp.ndarray
+    M: jnp.ndarray
+    M_autodiff: jnp.ndarray
+    C: jnp.ndarray
+    Kqd: jnp.ndarray
+
+
+def _evaluate(lm, q, yd, tau, f_ext):
+    G = loops.embedding_matrix(lm, q)
+    K = loops.constraint_jacobian(lm, q)
+    qd = loops.spanning_velocity(lm, q, yd)
+    k = loops.constraint_bias(lm, q, qd)
+    g = loops.spanning_acceleration(lm, q, yd, jnp.zeros_like(yd))
+    ydd = loops.forward_dynamics(lm, q, yd, tau, f_ext)
+    qdd = loops.spanning_acceleration(lm, q, yd, ydd)
+    tau_span = G @ jnp.linalg.solve(G.T @ G, tau)  # any tau_span with G* tau_span = tau
+    qdd_l, lam = loops.lagrange_forward_dynamics(lm, q, qd, tau_span, f_ext)
+    return Outputs(
+        residual=loops.constraint_residual(lm, q),
+        KG=K @ G,
+        Kg_minus_k=K @ g - k,
+        ydd=ydd,
+        ydd_projected=loops.projected_forward_dynamics(lm, q, yd, tau, f_ext),
+        qdd=qdd,
+        qdd_lagrange=qdd_l,
+        lam_lagrange=lam,
+        lam_embedded=loops.constraint_forces(lm, q, qd, qdd, tau_span, f_ext),
+        tau_back=loops.inverse_dynamics(lm, q, yd, ydd, f_ext),
+        M=loops.mass_matrix(lm, q),
+        M_autodiff=jax.jacfwd(lambda a: loops.inverse_dynamics(lm, q, yd, a, f_ext))(ydd),
+        C=loops.bias_forces(lm, q, yd, f_ext),
+        Kqd=K @ qd,
+    )
+
+
+@functools.cache
+def evaluate(name) -> Outputs:
+    case = get_case(name)
+    stacked = [jnp.stack(x) for x in zip(*case.states)]
+    return jax.jit(jax.vmap(_evaluate, (None, 0, 0, 0, 0)))(case.lm, *stacked)
+
+
+@pytest.fixture(scope="module", params=ALL)
+def out(request):
+    return get_case(request.param), evaluate(request.param)
+
+
+# -- constraint algebra -------------------------------------------------------------------------------------------
+
+
+def test_solved_configurations_close_every_loop(out):
+    case, o = out
+    assert float(jnp.abs(o.residual).max()) < 1e-12
+
+
+def test_embedding_spans_the_constraint_null_space(out):
+    """K G = 0 (the embedded velocities satisfy the constraints) and K g = k (15.24-15.27)."""
+    case, o = out
+    scale = float(jnp.abs(o.KG).max()) + 1.0
+    assert float(jnp.abs(o.KG).max()) < 1e-12 * scale
+    assert float(jnp.abs(o.Kqd).max()) < 1e-12
+    assert float(jnp.abs(o.Kg_minus_k).max()) < 1e-11
+
+
+def test_four_bar_closed_forms_of_K_and_k_equal_autodiff():
+    lm = four_bar(analytic=True)
+    (q, yd, _, _), _ = get_case("four-bar").states
+    qd = loops.spanning_velocity(lm, q, yd)
+    x, xd = q[1:], qd[1:]
+    K, k = four_bar_K_k(x, xd, L1, L2, L3)
+    checks.assert_close(loops.constraint_jacobian(lm, q)[:, 1:], K, 1e-13)
+    checks.assert_close(loops.constraint_bias(lm, q, qd), k, 1e-13)
+
+
+def test_four_bar_closure_and_its_closed_form_embed_alike():
+    """Two residuals of one loop (the cut joint in the coupler's frame, the closed form in the hip frame) differ
+    by an invertible matrix, so they give the same G and g on the constraint manifold (digest 1.4)."""
+    closure, analytic = four_bar(), four_bar(analytic=True)
+    for q, yd, tau, _ in get_case("four-bar").states:
+        checks.assert_close(loops.embedding_matrix(analytic, q), loops.embedding_matrix(closure, q), 1e-12)
+        checks.assert_close(loops.spanning_acceleration(analytic, q, yd, tau),
+                            loops.spanning_acceleration(closure, q, yd, tau), 1e-12)
+
+
+def test_choice_of_independent_coordinate_does_not_change_the_motion():
+    """Driver, support or coupler independent: the same spanning accelerations."""
+    q, yd, tau, f_ext = get_case("four-bar").states[0]
+    base = four_bar()
+    qd = loops.spanning_velocity(base, q, yd)
+    G = loops.embedding_matrix(base, q)
+    tau_span = G @ jnp.linalg.solve(G.T @ G, tau)
+    expected = loops.spanning_acceleration(base, q, yd, loops.forward_dynamics(base, q, yd, tau, f_ext))
+    for choice in ("support", "coupler"):
+        lm = four_bar((choice,))
+        yd_c = loops.independent_velocity(lm, qd)
+        tau_c = loops.generalized_force(lm, q, tau_span)
+        qdd = loops.spanning_acceleration(lm, q, yd_c, loops.forward_dynamics(lm, q, yd_c, tau_c, f_ext))
+        checks.assert_close(qdd, expected, 1e-11)
+
+
+# -- dynamics against the references ------------------------------------------------------------------------------
+
+
+def test_embedded_forward_dynamics_equals_projection(out):
+    case, o = out
+    checks.assert_close(o.ydd, o.ydd_projected, RTOL)
+
+
+def test_embedded_forward_dynamics_equals_lagrange_multipliers(out):
+    case, o = out
+    checks.assert_close(o.qdd, o.qdd_lagrange, RTOL)
+
+
+def test_cut_joint_forces_of_the_embedded_solution_equal_the_multipliers(out):
+    case, o = out
+    checks.assert_close(o.lam_embedded, o.lam_lagrange, 1e-8, scale=float(jnp.abs(o.lam_lagrange).max()) + 1)
+
+
+def test_inverse_dynamics_inverts_forward_dynamics(out):
+    case, o = out
+    tau = jnp.stack([s[2] for s in case.states])
+    checks.assert_close(o.tau_back, tau, RTOL, scale=1.0)
+
+
+def test_mass_matrix_is_symmetric_positive_definite_and_the_derivative_of_inverse_dynamics(out):
+    case, o = out
+    checks.assert_close(o.M, jnp.swapaxes(o.M, -1, -2), 1e-13)
+    assert float(jnp.linalg.eigvalsh(o.M).min()) > 0
+    checks.assert_close(o.M_autodiff, o.M, 1e-11)
+
+
+def test_forward_dynamics_solves_the_embedded_equations(out):
+    """M_y ydd + C_y = tau (15.7)."""
+    case, o = out
+    tau = jnp.stack([s[2] for s in case.states])
+    checks.assert_close(jnp.einsum("bij,bj->bi", o.M, o.ydd) + o.C, tau, RTOL, scale=1.0)
+
+
+def test_without_constraints_the_cluster_sweep_is_the_tree_aba():
+    """Every node a one-body cluster with G = 1: the AB algorithm of the tree, on a mixed free-floating tree."""
+    tree = random_model(41, 7, "mixed", floating_base=True, armature=True)
+    lm = loops.close_loops(tree, [])
+    key = jax.random.PRNGKey(5)
+    q = jaxmb.random_configuration(tree, key)
+    qd, tau = jax.random.normal(key, (2, tree.nv))
+    f_ext = jax.random.normal(jax.random.fold_in(key, 1), (tree.nb, 6))
+    checks.assert_close(jax.jit(loops.forward_dynamics)(lm, q, qd, tau, f_ext),
+                        jaxmb.forward_dynamics(tree, q, qd, tau, f_ext), 1e-11)
+
+
+def test_the_cluster_tree_aggregates_paths_to_the_common_ancestor():
+    """Four-bar: the loop driver-coupler-support hangs from the hip, which stays a node of its own (15.14)."""
+    lm = four_bar()
+    names = lm.tree.body_names
+    loop = [c for c in lm.clusters if c.loop]
+    assert len(loop) == 1 and sorted(names[b] for b in loop[0].bodies) == ["coupler", "driver", "support"]
+    assert names[loop[0].anchor] == "hip"
+    assert [len(level) for level in lm.schedule] == [1, 1]
+
+
+def test_couplings_on_separate_branches_make_separate_clusters():
+    case = get_case("couplings")
+    loop = case.lm.loop_clusters
+    assert len(loop) >= 2
+    bodies = [set(c.bodies) for c in loop]
+    assert all(not (a & b) for i, a in enumerate(bodies) for b in bodies[i + 1 :])
+
+
+# -- transforms and gradients -----------------------------------------------------------------------------------
+
+
+def test_jit_equals_eager_and_vmap_equals_a_loop():
+    case = get_case("four-bar")
+    eager = [loops.forward_dynamics(case.lm, *s) for s in case.states]
+    batched = jax.vmap(loops.forward_dynamics, (None, 0, 0, 0, 0))(case.lm, *[jnp.stack(x) for x in zip(*case.states)])
+    checks.assert_close(batched, jnp.stack(eager), 1e-13)
+
+
+def test_gradients_of_embedded_forward_dynamics_in_the_state_and_the_parameters():
+    case = get_case("four-bar")
+    q, yd, tau, f_ext = case.states[0]
+    lm = case.lm
+    y = loops.independent_configuration(lm, q)
+
+    def fd(y, yd, tau):
+        return loops.forward_dynamics(lm, loops.solve_configuration(lm, y, guess=q).q, yd, tau, f_ext)
+
+    check_grads(fd, (y, yd, tau), 1, modes=["fwd", "rev"], eps=1e-6)
+
+    def fd_params(tree_mass, closure_params):
+        model = lm.replace(tree=lm.tree.replace(mass=tree_mass), params=closure_params)
+        return loops.forward_dynamics(model, loops.solve_configuration(model, y, guess=q).q, yd, tau, f_ext)
+
+    check_grads(fd_params, (lm.tree.mass, lm.params), 1, modes=["fwd", "rev"], eps=1e-6)
+
+
+def test_pinocchio_constrained_forward_dynamics_on_the_same_spanning_tree():
+    """panda with its hand pinned to the world (a ball closure) and the fingers coupled: jaxmb's embedded AB
+    algorithm against Pinocchio's KKT ``forwardDynamics(q, v, tau, K, -k)``."""
+    pin = pytest.importorskip("pinocchio")
+    import pinocchio_bridge as pb
+
+    tree, pm, bridge = pb.load_pair("panda")
+    key = jax.random.PRNGKey(3)
+    q0 = jaxmb.random_configuration(tree, key)
+    hand = jaxmb.forward_kinematics(tree, q0)
+    i = tree.body_index("panda_link7")
+    pin_point = (np.eye(3), np.asarray(hand.R[i] @ jnp.array([0.0, 0.0, 0.1]) + hand.p[i]))
+    fingers = [n for n in tree.joint_names if "finger" in n]
+    lm = loops.close_loops(tree, [loops.loop_closure("panda_link7", None, (np.eye(3), (0, 0, 0.1)), pin_point,
+                                                     kind="ball"),
+                                  loops.coupling(fingers[1], fingers[0], 1.0, float(q0[-1] - q0[-2]))],
+                           q_reference=q0)
+    assert lm.ny == tree.nv - 4
+    q, yd, tau, _ = _states(lm, q0, 21, n=1)[0]
+    qd = loops.spanning_velocity(lm, q, yd)
+    G = loops.embedding_matrix(lm, q)
+    tau_span = G @ jnp.linalg.solve(G.T @ G, tau)
+    qdd = loops.spanning_acceleration(lm, q, yd, loops.forward_dynamics(lm, q, yd, tau))
+    K = np.asarray(loops.constraint_jacobian(lm, q)) @ bridge.P.T  # columns in Pinocchio's velocity order
+    k = np.asarray(loops.constraint_bias(lm, q, qd))
+    data = pm.createData()
+    a_pin = pin.forwardDynamics(pm, data, bridge.q_to_pin(q), bridge.P @ np.asarray(qd),
+                                bridge.P @ np.asarray(tau_span), K, -k, 0.0)
+    checks.assert_close(bridge.P.T @ a_pin, qdd, RTOL)
+
+
+# -- bad input --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("constraints, match", [
+    ([loops.coupling("nope", "driver", 2.0)], "no movable joint 'nope'"),
+    ([loops.loop_closure("coupler", "coupler")], "same body"),
+    ([loops.loop_closure("coupler", "nowhere")], "no body or frame 'nowhere'"),
+    ([loops.loop_closure("coupler", "support", kind="hinge")], "kind must be one of"),
+    ([loops.loop_closure("coupler", "support", kind="weld")], "leave no degree of freedom"),
+    ([loops.linear_coupling(["driver", "support", "coupler"], [[1, 1, 1]])] * 2, "not independent"),
+])
+def test_bad_constraints_raise_a_model_error_naming_them(constraints, match):
+    with pytest.raises(ModelError, match=match):
+        loops.close_loops(four_bar_tree(), constraints, q_reference=Q_FOUR_BAR)
+
+
+def test_a_loop_through_a_multi_dof_joint_is_refused():
+    tree = random_model(41, 7, "mixed", floating_base=True)
+    sph = tree.joint_types.index("spherical")
+    below = [i for i in range(tree.nb) if tree.topology.parent[i] == sph]
+    other = next(i for i in range(1, tree.nb) if i != sph and i not in below)
+    with pytest.raises(ModelError, match="1-dof"):
+        loops.close_loops(tree, [loops.loop_closure(tree.body_names[sph], tree.body_names[other], kind="ball")])
+
+
+def test_a_wrong_choice_of_independent_coordinates_is_refused():
+    with pytest.raises(ModelError, match="needs 1 independent"):
+        four_bar(("driver", "support"))
+    with pytest.raises(ModelError, match="in no loop"):
+        four_bar(("driver", "hip"))
