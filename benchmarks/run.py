@@ -4,12 +4,12 @@
     python benchmarks/run.py --device gpu --large    # on a GPU machine: the full grids, batches up to 262144
     python benchmarks/run.py --tiny                  # seconds; proves the entry point works (run by the tests)
 
-Runs `dynamics.py`, `operators.py`, `opspace.py`, `chains.py` and, where MuJoCo is installed, `mjx_peer.py`, each
-in its own process (one compile cache each, as a user's first call sees it), with the same backend. Each writes
+Runs `dynamics.py`, `operators.py`, `opspace.py`, `chains.py`, `loops.py` and, where MuJoCo is installed,
+`mjx_peer.py`, each in its own process (one compile cache each, as a user's first call sees it), with the same
+backend. Each writes
 its own ``results/<script>-<backend>-<cores>core.json`` and plot; this script then gathers them into
 ``results/<backend>-<cores>core-<date>.json`` with the machine, and rewrites the table between the
-``benchmarks:begin`` and ``benchmarks:end`` markers of README.md with the headline figures. The loops benchmark
-joins the suite with the loops issue.
+``benchmarks:begin`` and ``benchmarks:end`` markers of README.md with the headline figures.
 
 ``--tiny`` runs every script on a tiny configuration into a temporary folder and leaves the committed results
 and README.md alone.
@@ -35,6 +35,7 @@ SCRIPTS = {
     "operators": {"tiny": ["--quick", "--batch", "4"], "quick": ["--quick"], "full": []},
     "opspace": {"tiny": ["--quick", "--batch", "4"], "quick": ["--quick"], "full": []},
     "chains": {"tiny": ["--sizes", "4", "--batch", "4", "--per-level-max", "4"], "quick": ["--quick"], "full": []},
+    "loops": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
     "mjx_peer": {"tiny": ["--batches", "4"], "quick": ["--batches", "1024", "4096"], "full": []},
 }
 
@@ -139,6 +140,13 @@ def _chains_rows(res):
             for r in res.get("results", []) if r["bodies"] == largest]
 
 
+def _loops_rows(res):
+    return [(f"closed loops, {r['mechanism']} float64 batch {res['batch']}",
+             f"{r['embedded']:.3g} us/state embedded; projected {r['projected']:.3g}, Lagrange {r['lagrange']:.3g}",
+             f"{_fmt(r.get('embedded_vs_pinocchio'), 'x')} Pinocchio KKT forwardDynamics loop")
+            for r in res.get("mechanisms", [])]
+
+
 def _mjx_rows(res):
     largest = max((r["batch"] for r in res.get("results", [])), default=None)
     return [(f"ABA vs MJX forward, {r['robot']} {r['dtype']} batch {r['batch']}",
@@ -147,7 +155,7 @@ def _mjx_rows(res):
 
 
 HEADLINES = {"dynamics": _dynamics_rows, "operators": _operators_rows, "opspace": _opspace_rows,
-             "chains": _chains_rows, "mjx_peer": _mjx_rows}
+             "chains": _chains_rows, "loops": _loops_rows, "mjx_peer": _mjx_rows}
 
 
 def headline(suite):

@@ -134,6 +134,8 @@ class Outputs(NamedTuple):
     M_autodiff: jnp.ndarray
     C: jnp.ndarray
     Kqd: jnp.ndarray
+    tau_span: jnp.ndarray
+    tau_with_cut_forces: jnp.ndarray
 
 
 def _evaluate(lm, q, yd, tau, f_ext):
@@ -146,6 +148,8 @@ def _evaluate(lm, q, yd, tau, f_ext):
     qdd = loops.spanning_acceleration(lm, q, yd, ydd)
     tau_span = G @ jnp.linalg.solve(G.T @ G, tau)  # any tau_span with G* tau_span = tau
     qdd_l, lam = loops.lagrange_forward_dynamics(lm, q, qd, tau_span, f_ext)
+    f_cut, tau_c = loops.cut_joint_forces(lm, q, lam)
+    tau_with_cut_forces = jaxmb.inverse_dynamics(lm.tree, q, qd, qdd, f_ext + f_cut) - tau_c
     return Outputs(
         residual=loops.constraint_residual(lm, q),
         KG=K @ G,
@@ -161,6 +165,8 @@ def _evaluate(lm, q, yd, tau, f_ext):
         M_autodiff=jax.jacfwd(lambda a: loops.inverse_dynamics(lm, q, yd, a, f_ext))(ydd),
         C=loops.bias_forces(lm, q, yd, f_ext),
         Kqd=K @ qd,
+        tau_span=tau_span,
+        tau_with_cut_forces=tau_with_cut_forces,
     )
 
 
@@ -247,6 +253,13 @@ def test_cut_joint_forces_of_the_embedded_solution_equal_the_multipliers(out):
     checks.assert_close(o.lam_embedded, o.lam_lagrange, 1e-8, scale=float(jnp.abs(o.lam_lagrange).max()) + 1)
 
 
+def test_the_tree_driven_by_the_cut_joint_forces_moves_as_the_closed_system(out):
+    """Applied to the spanning tree as spatial forces (closures) and joint forces (couplings), the multipliers
+    make the tree's own inverse dynamics of the constrained motion return the actuator forces."""
+    case, o = out
+    checks.assert_close(o.tau_with_cut_forces, o.tau_span, RTOL, scale=1.0 + float(jnp.abs(o.lam_lagrange).max()))
+
+
 def test_inverse_dynamics_inverts_forward_dynamics(out):
     case, o = out
     tau = jnp.stack([s[2] for s in case.states])
@@ -295,6 +308,20 @@ def test_couplings_on_separate_branches_make_separate_clusters():
     assert len(loop) >= 2
     bodies = [set(c.bodies) for c in loop]
     assert all(not (a & b) for i, a in enumerate(bodies) for b in bodies[i + 1 :])
+
+
+def test_operational_space_compliance_by_embedded_sweeps_equals_the_dense_product():
+    """Lambda^-1 = J_y M_y^-1 J_y* (10.6 with 15.8) at two frames on the four-bar's loop."""
+    case = get_case("four-bar")
+    q, frames = case.states[0][0], ("coupler", "support")
+
+    @jax.jit
+    def both(q):
+        J_y = loops.task_jacobian(case.lm, q, frames)
+        dense = J_y @ jnp.linalg.solve(loops.mass_matrix(case.lm, q), J_y.T)
+        return loops.operational_space_compliance(case.lm, q, frames), dense
+
+    checks.assert_close(*both(q), 1e-10)
 
 
 # -- transforms and gradients -----------------------------------------------------------------------------------

@@ -41,6 +41,20 @@ class Bound:
     residual: Callable
     params: tuple
     prefer_dependent: tuple = ()
+    cut: "CutJoint | None" = None
+
+
+@dataclass(frozen=True)
+class CutJoint:
+    """The two frames of a loop closure: frame indices (None: the world) and bodies (-1: the world), and
+    ``rows(d, R_ab)``, the residual as a function of frame b's origin ``d`` and orientation ``R_ab`` in frame a.
+    The placements are the constraint's parameters."""
+
+    frame_a: int | None
+    body_a: int
+    frame_b: int | None
+    body_b: int
+    rows: Callable
 
 
 def _joint_coordinate(model, joint, what):
@@ -207,24 +221,26 @@ class LoopClosure:
 
         kind = self.kind
 
+        def relative_rows(d, R_ab):
+            if kind == "revolute":
+                e = jnp.asarray(axis, d.dtype)
+                return jnp.concatenate([d, jnp.asarray(perp, d.dtype) @ (R_ab @ e)])
+            if kind == "weld":
+                W = R_ab - R_ab.T
+                return jnp.concatenate([d, 0.5 * jnp.stack([W[2, 1], W[0, 2], W[1, 0]])])
+            return jnp.asarray(rows, d.dtype) @ d
+
         def residual(model, params, q):
             Pa, Pb = params
             Ta = frame_pose(model, q, fa, paths[0], Transform(*Pa))
             Tb = frame_pose(model, q, fb, paths[1], Transform(*Pb))
-            d = mv(Ta.R.T, Tb.p - Ta.p)  # origin of b in frame a
-            R_ab = Ta.R.T @ Tb.R
-            if kind == "revolute":
-                e = jnp.asarray(axis, q.dtype)
-                return jnp.concatenate([d, jnp.asarray(perp, q.dtype) @ (R_ab @ e)])
-            if kind == "weld":
-                W = R_ab - R_ab.T
-                return jnp.concatenate([d, 0.5 * jnp.stack([W[2, 1], W[0, 2], W[1, 0]])])
-            return jnp.asarray(rows, q.dtype) @ d
+            return relative_rows(mv(Ta.R.T, Tb.p - Ta.p), Ta.R.T @ Tb.R)  # b's origin and axes in frame a
 
         params = tuple((jnp.asarray(np.asarray(P[0], float)), jnp.asarray(np.asarray(P[1], float)))
                        for P in (self.placement_a, self.placement_b))
         q_index = tuple(int(topo.q_offset[i]) for i in bodies)
-        return Bound(what, "closure", q_index, bodies, CLOSURES[self.kind], residual, params)
+        return Bound(what, "closure", q_index, bodies, CLOSURES[self.kind], residual, params,
+                     cut=CutJoint(fa, ba, fb, bb, relative_rows))
 
 
 def _placement(placement):

@@ -15,11 +15,16 @@ Newton-Euler sweep, then one small product per cluster. Forward dynamics by cons
 * Projection (book 11.3): ``ydd = (G* M G)^-1 G* (tau - C - M g)``.
 """
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.linalg import cho_factor, cho_solve
 
 from jaxmb.dynamics.inverse import bias_forces as tree_bias_forces
+from jaxmb.dynamics.inverse import body_forces as tree_body_forces
 from jaxmb.dynamics.inverse import inverse_dynamics as tree_inverse_dynamics
+from jaxmb.kinematics import forward_kinematics, frame_poses
+from jaxmb.spatial import Transform, compose, inverse, phi, skew
 from jaxmb.dynamics.mass import mass_matrix as tree_mass_matrix
 from jaxmb.loops.embedding import (
     constraint_bias,
@@ -93,3 +98,55 @@ def constraint_forces(lm, q, qd, qdd, tau, f_ext=None):
     K = constraint_jacobian(lm, q)
     r = tree_inverse_dynamics(lm.tree, q, qd, qdd, f_ext) - tau
     return jnp.linalg.solve(K @ K.T, K @ r)
+
+
+def cut_joint_forces(lm, q, lam):
+    """The constraint forces ``lambda`` (nc,) as what acts on the spanning tree: spatial forces ``f_cut``
+    (nb, 6) on the bodies of each loop closure (body coordinates, about the body origins: ``+f`` on body b and
+    ``-f`` on body a at the closure frame, ``f = A* lambda`` with ``A`` the rows' rates per relative spatial
+    velocity of b in frame a), and joint forces ``tau_c`` (nv,) of the joint-level constraints (couplings,
+    implicit and explicit maps), such that ``K* lambda = J* f_cut + tau_c``."""
+    tree = lm.tree
+    K = None
+    T_body = forward_kinematics(tree, q)
+    T_frame = frame_poses(tree, q)
+    f_cut = jnp.zeros((tree.nb, 6), q.dtype)
+    tau_c = jnp.zeros(tree.nv, q.dtype)
+    row = 0
+    for c, params in zip(lm.constraints, lm.params):
+        lam_c = lam[row : row + c.size]
+        if c.cut is None:
+            K = constraint_jacobian(lm, q) if K is None else K
+            tau_c = tau_c + K[row : row + c.size].T @ lam_c
+        else:
+            cut = c.cut
+            ends = []
+            for f, P in ((cut.frame_a, params[0]), (cut.frame_b, params[1])):
+                placement = Transform(*P)
+                ends.append(placement if f is None else compose(Transform(T_frame.R[f], T_frame.p[f]), placement))
+            Ta, Tb = ends
+            d, R_ab = Ta.R.T @ (Tb.p - Ta.p), Ta.R.T @ Tb.R
+
+            def moved(twist):  # frame b displaced by the twist (w, v) given in frame a, to first order
+                w, v = twist[:3], twist[3:]
+                return cut.rows(d + v + jnp.cross(w, d), (jnp.eye(3, dtype=q.dtype) + skew(w)) @ R_ab)
+
+            A = jax.jacfwd(moved)(jnp.zeros(6, q.dtype))  # (rows, 6)
+            f = A.T @ lam_c  # on b, frame-a coordinates about frame a's origin
+            for body, sign in ((cut.body_b, 1.0), (cut.body_a, -1.0)):
+                if body >= 0:
+                    a_in_body = compose(inverse(Transform(T_body.R[body], T_body.p[body])), Ta)
+                    f_cut = f_cut.at[body].add(sign * phi(a_in_body, f))
+        row += c.size
+    return f_cut, tau_c
+
+
+def body_forces(lm, q, qd, qdd, tau, f_ext=None):
+    """Inter-body forces of the closed system ``(f (nb, 6), f_cut (nb, 6))``: the spatial force across each
+    spanning-tree joint (`jaxmb.body_forces`, body coordinates) with the loop-closure forces ``f_cut`` applied
+    (`cut_joint_forces`), for the spanning state ``q, qd, qdd`` of a constrained motion under spanning joint
+    forces ``tau`` (nv,)."""
+    lam = constraint_forces(lm, q, qd, qdd, tau, f_ext)
+    f_cut, _ = cut_joint_forces(lm, q, lam)
+    total = f_cut if f_ext is None else f_ext + f_cut
+    return tree_body_forces(lm.tree, q, qd, qdd, total), f_cut
