@@ -260,6 +260,26 @@ def test_the_tree_driven_by_the_cut_joint_forces_moves_as_the_closed_system(out)
     checks.assert_close(o.tau_with_cut_forces, o.tau_span, RTOL, scale=1.0 + float(jnp.abs(o.lam_lagrange).max()))
 
 
+def test_baumgarte_rows_pull_a_drifted_state_back_to_the_loop():
+    """Off the constraint manifold, the stabilized multipliers give K qdd = k - 2 zeta omega K qd - omega^2 phi."""
+    lm = four_bar()
+    q, yd, tau, _ = get_case("four-bar").states[0]
+    q = q.at[2].add(1e-3)  # the support joint off its loop
+    qd = jnp.array([0.1, 0.4, -0.3, 0.2])
+    damping, stiffness = 20.0, 100.0
+
+    @jax.jit
+    def rows(q, qd):
+        qdd, _ = loops.lagrange_forward_dynamics(lm, q, qd, jnp.zeros(lm.nv), baumgarte=(damping, stiffness))
+        K = loops.constraint_jacobian(lm, q)
+        target = loops.constraint_bias(lm, q, qd) - damping * K @ qd - stiffness * loops.constraint_residual(lm, q)
+        return K @ qdd, target, loops.constraint_residual(lm, q)
+
+    Kqdd, target, phi = rows(q, qd)
+    assert float(jnp.abs(phi).max()) > 1e-5
+    checks.assert_close(Kqdd, target, 1e-10)
+
+
 def test_inverse_dynamics_inverts_forward_dynamics(out):
     case, o = out
     tau = jnp.stack([s[2] for s in case.states])
