@@ -11,3 +11,81 @@ def assert_close(actual, expected, rtol, scale=None):
         scale = max(1.0, float(np.max(np.abs(expected))))
     err = float(np.max(np.abs(actual - expected)))
     assert err <= rtol * scale, f"max error {err:.3e} > {rtol:.1e} * scale {scale:.3e}"
+
+
+# -- compiling test programs quickly --------------------------------------------------------------------------------
+#
+# For test programs whose run time does not matter: the same options as tests/pinocchio_bridge.py's
+# `compile_fast` (no LLVM optimization, no CPU fusion emitters; no arithmetic changes, no fast-math), and
+# jaxmb's small products lowered in their multiply-reduce form, which compiles in about half the time of the
+# CPU form (tests/test_spatial.py proves the two forms equal). ``JAXMB_TEST_XLA_DEFAULTS=1`` restores both.
+
+import contextlib  # noqa: E402
+import functools  # noqa: E402
+import os  # noqa: E402
+
+FAST_COMPILE_OPTIONS = {
+    "xla_backend_optimization_level": 0,
+    "xla_llvm_disable_expensive_passes": True,
+    "xla_cpu_use_fusion_emitters": False,
+}
+
+
+def _xla_defaults():
+    return bool(os.environ.get("JAXMB_TEST_XLA_DEFAULTS"))
+
+
+@contextlib.contextmanager
+def multiply_reduce_products():
+    """Programs lowered inside this block use the multiply-reduce form of jaxmb's small products."""
+    from jaxmb import spatial
+
+    if _xla_defaults():
+        yield
+        return
+    spatial.UNROLLED_ON_CPU = False
+    try:
+        yield
+    finally:
+        spatial.UNROLLED_ON_CPU = True
+
+
+def fast_jit(fn=None, **jit_kwargs):
+    """`jax.jit` compiled with `FAST_COMPILE_OPTIONS` and lowered with `multiply_reduce_products` (usable as a
+    decorator). The options travel with the program through `jax.jvp` and `jax.vjp`; wrap such calls in
+    `multiply_reduce_products` too to lower their programs in the cheaper form."""
+    import jax
+
+    if fn is None:
+        return functools.partial(fast_jit, **jit_kwargs)
+    if _xla_defaults():
+        return jax.jit(fn, **jit_kwargs)
+    jitted = jax.jit(fn, compiler_options=FAST_COMPILE_OPTIONS, **jit_kwargs)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        with multiply_reduce_products():
+            return jitted(*args, **kwargs)
+
+    return call
+
+
+_DENSE_RECURSIONS = ("articulated_body", "composite_inertias", "joint_poses", "body_inertias", "hinge_map")
+
+
+@functools.cache
+def _jitted_recursions():
+    import jaxmb.operators
+
+    return {name: fast_jit(getattr(jaxmb.operators, name)) for name in _DENSE_RECURSIONS}
+
+
+def dense_operators(model, q):
+    """`jaxmb.operators.dense_operators` with the recursions whose blocks it stacks jitted (`fast_jit`): one small
+    program each instead of running them op by op; the stacking is unchanged."""
+    from unittest import mock
+
+    import jaxmb.operators
+
+    with mock.patch.multiple(jaxmb.operators, **_jitted_recursions()):
+        return jaxmb.operators.dense_operators(model, q)

@@ -16,7 +16,6 @@ import pytest
 
 import checks
 import jaxmb
-from jaxmb.operators import dense_operators
 from jaxmb.testing import random_model, random_state
 
 RTOL = 1e-10
@@ -54,10 +53,13 @@ def _evaluate(model, q, qd, u, f_ext, mask):
         "hybrid_free": jaxmb.hybrid_dynamics(model, q, qd, u, jnp.zeros(model.nv, bool), f_ext),
         "hybrid_prescribed": jaxmb.hybrid_dynamics(model, q, qd, u, jnp.ones(model.nv, bool), f_ext),
         "inverse_dynamics": jaxmb.inverse_dynamics(model, q, qd, u, f_ext),
+        "A_g": jaxmb.centroidal_momentum_matrix(model, q),
+        "h_G": jaxmb.centroidal_momentum(model, q, qd),
     }
 
 
-_EVALUATE = jax.jit(jax.vmap(_evaluate, in_axes=(None, 0, 0, 0, 0, 0)))
+# one program per model for all states; compiled quickly (`checks.fast_jit`): compiling dominates this module
+_EVALUATE = checks.fast_jit(jax.vmap(_evaluate, in_axes=(None, 0, 0, 0, 0, 0)))
 
 
 @functools.cache
@@ -77,10 +79,18 @@ def evaluated(name):
     return model, results
 
 
-def operator_cases(name):
+@functools.cache
+def _dense_operators(name, i):
     model, results = evaluated(name)
-    for state, out in results:
-        yield model, state, out, dense_operators(model, state[0])
+    return checks.dense_operators(model, results[i][0][0])
+
+
+def operator_cases(name):
+    """(model, state, outputs, dense operators at the state's q) for each state; the dense operators are
+    computed once per state, for all tests."""
+    model, results = evaluated(name)
+    for i, (state, out) in enumerate(results):
+        yield model, state, out, _dense_operators(name, i)
 
 
 def _blocks(A):
@@ -236,9 +246,9 @@ def test_9_53_log_det_is_sum_of_log_det_D(name):
 @pytest.fixture(scope="module")
 def log_det_gradients():
     model = random_model(**MODEL_SPECS["tree-screw"])
-    grad_recursive = jax.jit(jax.grad(jaxmb.log_det_mass_matrix, argnums=1))
-    grad_dense = jax.jit(jax.grad(lambda m, q: jnp.linalg.slogdet(jaxmb.mass_matrix(m, q))[1], argnums=1))
-    log_det = jax.jit(jaxmb.log_det_mass_matrix)
+    grad_recursive = checks.fast_jit(jax.grad(jaxmb.log_det_mass_matrix, argnums=1))
+    grad_dense = checks.fast_jit(jax.grad(lambda m, q: jnp.linalg.slogdet(jaxmb.mass_matrix(m, q))[1], argnums=1))
+    log_det = checks.fast_jit(jaxmb.log_det_mass_matrix)
     return model, grad_recursive, grad_dense, log_det
 
 
@@ -281,14 +291,21 @@ def test_root_forces_carry_the_weight_of_a_robot_standing_still():
     model = jaxmb.assets.quadruped()
     model = model.cast(jnp.float64)
     q = jaxmb.random_configuration(model, jax.random.PRNGKey(3))
-    zero = jnp.zeros(model.nv)
-    tau = jaxmb.gravity_forces(model, q)
-    assert_close(jaxmb.forward_dynamics(model, q, zero, tau), zero)
-    f = jaxmb.interbody_forces(model, q, zero, tau, reference="world")
+
+    @checks.fast_jit  # one program instead of op by op
+    def evaluate(model, q):
+        zero = jnp.zeros(model.nv)
+        tau = jaxmb.gravity_forces(model, q)
+        return (jaxmb.forward_dynamics(model, q, zero, tau),
+                jaxmb.interbody_forces(model, q, zero, tau, reference="world"),
+                jaxmb.interbody_forces(model, q, zero, tau, reference="world_aligned"),
+                jaxmb.total_mass(model), jaxmb.center_of_mass(model, q))
+
+    qdd, f, f_aligned, m, c = evaluate(model, q)
+    assert_close(qdd, np.zeros(model.nv))
     roots = model.topology.parent < 0
-    m, c, g = jaxmb.total_mass(model), jaxmb.center_of_mass(model, q), model.gravity
+    g = model.gravity
     assert_close(f[roots].sum(0), jnp.concatenate([-m * jnp.cross(c, g), -m * g]))
-    f_aligned = jaxmb.interbody_forces(model, q, zero, tau, reference="world_aligned")
     assert_close(f_aligned[roots, 3:].sum(0), -m * g)
 
 
@@ -327,7 +344,7 @@ def test_hybrid_with_mixed_mask_matches_partitioned_dense_solve(name):
 
 def test_hybrid_mask_change_does_not_recompile():
     model = random_model(**MODEL_SPECS["floating-mixed"])
-    hybrid = jax.jit(jaxmb.hybrid_dynamics)
+    hybrid = jax.jit(jaxmb.hybrid_dynamics, compiler_options=checks.FAST_COMPILE_OPTIONS)
     q, qd, u = random_state(model, jax.random.PRNGKey(0))
     for seed in range(3):
         mask = jax.random.bernoulli(jax.random.PRNGKey(seed), 0.5, (model.nv,))
@@ -347,7 +364,5 @@ def test_hybrid_rejects_a_mask_of_the_wrong_shape():
 
 @pytest.mark.parametrize("name", ALL)
 def test_centroidal_momentum_matrix_times_qd_is_centroidal_momentum(name):
-    model, results = evaluated(name)
-    for (q, qd, *_), _ in results:
-        A_g = jaxmb.centroidal_momentum_matrix(model, q)
-        assert_close(A_g @ qd, jaxmb.centroidal_momentum(model, q, qd))
+    for (q, qd, *_), out in evaluated(name)[1]:
+        assert_close(out["A_g"] @ qd, out["h_G"])

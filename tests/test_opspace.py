@@ -5,6 +5,9 @@ in closed loop, and the derivatives of Lambda^-1 (book_part2 digest, section 2; 
 Dense references: `jaxmb.operators.dense_operators` (blocks from the recursions, stacked in numpy), the CRBA mass
 matrix with a dense solve, and the frame Jacobians of `jaxmb.jacobian`. Pinocchio's Jacobians and mass matrix
 check the same compliance on the real robots in tests/test_pinocchio_oracle.py.
+
+Compiling dominates the cost, so `evaluate` computes every quantity the tests compare in one jitted program per
+model (all tasks, states and gravity variants batched), and the tests only compare its outputs.
 """
 
 import functools
@@ -17,7 +20,6 @@ from jax.test_util import check_grads
 
 import checks
 import jaxmb
-from jaxmb.operators import dense_operators
 from jaxmb.testing import random_model, random_state
 
 RTOL = 1e-10
@@ -57,33 +59,104 @@ def dense_task(m, q, qd, n, axes, reference):
     return J, a
 
 
-@functools.cache
-def compiled(name, task_name, gravity=True):
-    m = model(name, gravity)
-    n, axes, reference = TASKS[task_name]
-    frames = frames_of(m, n)
-
-    def evaluate(q, qd, tau):
-        ts = jaxmb.task_space(m, q, frames, axes, reference)
-        J, a_os = dense_task(m, q, qd, n, axes, reference)
-        M = jaxmb.mass_matrix(m, q)
-        return {
-            "ts": ts,
-            "J_dense": J,
-            "a_os": a_os,
-            "M": M,
-            "C": jaxmb.bias_forces(m, q, qd),
-            "Lambda_inv": jaxmb.operational_space_compliance(m, q, frames, axes, reference),
-            "C_os": jaxmb.operational_space_bias(m, q, qd, tau, frames, axes, reference, damping=0.0),
-            "alpha_free": jaxmb.articulated_body(m, q, qd, tau).alpha,
-        }
-
-    return jax.jit(evaluate)
-
-
 def dense_Omega(ops):
     """Omega = psi* H* D^-1 H psi (10.12) from the dense operators."""
     return ops.psi.T @ ops.H.T @ np.linalg.solve(ops.D, ops.H @ ops.psi)
+
+
+def _full_rank_task(name):
+    """A task with fewer rows than the upstream coordinates of its frames, so that Lambda exists."""
+    return "two-frames-two-axes" if name != "floating-mixed" else "two-frames-two-axes-world"
+
+
+# -- everything the tests compare, for one model and a batch of states ---------------------------------------------
+#
+# Compiling dominates the cost of this module, so `evaluate` computes every quantity the tests compare in one
+# jitted program per model: all tasks, the states of every test (one seed each, a batch axis), and the gravity
+# variants (with gravity and without, a second batch axis). The tests only compare its outputs.
+
+SEEDS = tuple(range(10))  # the state of seed s is random_state(model, PRNGKey(s)); each test uses its own seeds
+GRAVITY = {"gravity": 0, "no-gravity": 1}  # index along the gravity axis of `evaluated(name)["gravity"]`
+
+
+def _evaluate(m, q, qd, tau, u, posture, full_rank):
+    """All quantities at one state; ``u`` and ``posture`` are the task accelerations and posture forces of the
+    closed-loop controller, on the task ``full_rank``."""
+    out = {"tasks": {}}
+    for task_name, (n, axes, reference) in TASKS.items():
+        frames = frames_of(m, n)
+        ts = jaxmb.task_space(m, q, frames, axes, reference)
+        J, a_os = dense_task(m, q, qd, n, axes, reference)
+        out["tasks"][task_name] = {
+            "ts": ts,
+            "J_dense": J,
+            "a_os": a_os,
+            "Lambda_inv": jaxmb.operational_space_compliance(m, q, frames, axes, reference),
+        }
+    out["M"] = jaxmb.mass_matrix(m, q)
+    out["Lambda_inv_bodies"] = jaxmb.operational_space_compliance(m, q, m.body_names[-2:])  # body origins
+    out["upsilon"] = jaxmb.upsilon(m, q)
+    zero = jnp.zeros(m.nv)
+    out["P_at_rest"] = jaxmb.articulated_body(m, q, zero, zero).P
+    X = jaxmb.hinges.joint_poses(m, q)
+    out["X_R"], out["X_p"] = X.R, X.p
+    out["R"] = jaxmb.forward_kinematics(m, q).R
+
+    n, axes, reference = TASKS[full_rank]
+    frames = frames_of(m, n)
+    J, a_os = out["tasks"][full_rank]["J_dense"], out["tasks"][full_rank]["a_os"]
+
+    def with_gravity(gravity):
+        mg = m.replace(gravity=gravity)
+        ab = jaxmb.articulated_body(mg, q, qd, tau)
+
+        def closed_loop(tau_posture):
+            tau_c = jaxmb.operational_space_control(mg, q, qd, frames, u, tau_posture, axes, reference, damping=0.0)
+            return J @ jaxmb.forward_dynamics(mg, q, qd, tau_c) + a_os
+
+        return {
+            "C": jaxmb.bias_forces(mg, q, qd),
+            "C_os": jaxmb.operational_space_bias(mg, q, qd, tau, frames, axes, reference, damping=0.0),
+            "a": ab.a,
+            "z": ab.z,
+            "tau_bar": ab.tau_bar,
+            "closed_loop": jax.vmap(closed_loop)(jnp.stack([jnp.zeros(m.nv), posture])),  # [no posture, posture]
+        }
+
+    out["gravity"] = jax.vmap(with_gravity)(jnp.stack([m.gravity, jnp.zeros(3)]))
+    return out
+
+
+@functools.partial(checks.fast_jit, static_argnames="full_rank")
+def evaluate(m, q, qd, tau, u, posture, full_rank):
+    """`_evaluate` over a batch of states (leading axis)."""
+    return jax.vmap(lambda *s: _evaluate(m, *s, full_rank))(q, qd, tau, u, posture)
+
+
+def controller_inputs(name, seed):
+    """Task accelerations u and posture forces of the closed-loop test at the state of ``seed``."""
+    m = model(name)
+    n, axes, _ = TASKS[_full_rank_task(name)]
+    c = n * len(jaxmb.dynamics.opspace.task(m, frames_of(m, n), axes).axes)
+    return (jax.random.normal(jax.random.PRNGKey(seed), (c,)),
+            jax.random.normal(jax.random.PRNGKey(seed + 100), (m.nv,)))
+
+
+@functools.cache
+def evaluated(name):
+    """{seed: (state (q, qd, tau), outputs as numpy arrays)} for every seed of SEEDS."""
+    states = [state(name, s) for s in SEEDS]
+    inputs = [controller_inputs(name, s) for s in SEEDS]
+    batch = [jnp.stack(x) for x in zip(*(s + i for s, i in zip(states, inputs)))]
+    out = jax.tree.map(np.asarray, evaluate(model(name), *batch, full_rank=_full_rank_task(name)))
+    return {s: (tuple(np.asarray(x) for x in states[i]), jax.tree.map(lambda a: a[i], out))
+            for i, s in enumerate(SEEDS)}
+
+
+@functools.cache
+def operators(name, seed):
+    """The dense operators (`jaxmb.operators.dense_operators`) at the configuration of ``seed``."""
+    return checks.dense_operators(model(name), evaluated(name)[seed][0][0])
 
 
 def state(name, seed):
@@ -94,12 +167,12 @@ def state(name, seed):
 @pytest.mark.parametrize("task_name", list(TASKS))
 @pytest.mark.parametrize("name", ALL)
 def test_10_6_compliance_is_J_Minv_Jstar(name, task_name):
-    q, qd, tau = state(name, 0)
-    out = compiled(name, task_name)(q, qd, tau)
-    J, M = out["J_dense"], out["M"]
-    assert_close(out["ts"].J, J)
-    assert_close(out["Lambda_inv"], J @ jnp.linalg.solve(M, J.T))
-    assert_close(out["ts"].Minv_Jt, jnp.linalg.solve(M, J.T))
+    _, out = evaluated(name)[0]
+    t = out["tasks"][task_name]
+    J, M = t["J_dense"], out["M"]
+    assert_close(t["ts"].J, J)
+    assert_close(t["Lambda_inv"], J @ np.linalg.solve(M, J.T))
+    assert_close(t["ts"].Minv_Jt, np.linalg.solve(M, J.T))
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -107,25 +180,25 @@ def test_10_12_compliance_is_B_star_Omega_B_and_Omega_two_ways(name):
     """Omega = psi* H* D^-1 H psi = phi* H* M^-1 H phi (10.12), and Lambda^-1 = B* Omega B for frames at body
     origins, B picking the bodies' blocks."""
     m = model(name)
-    q, _, _ = state(name, 1)
-    ops = dense_operators(m, q)
-    M = np.asarray(jaxmb.mass_matrix(m, q))
+    _, out = evaluated(name)[1]
+    ops = operators(name, 1)
+    M = out["M"]
     Omega = dense_Omega(ops)
     assert_close(Omega, ops.phi.T @ ops.H.T @ np.linalg.solve(M, ops.H @ ops.phi))
     bodies = [m.nb - 2, m.nb - 1]
     B = np.zeros((6 * m.nb, 12))
     for i, k in enumerate(bodies):
         B[6 * k : 6 * k + 6, 6 * i : 6 * i + 6] = np.eye(6)
-    assert_close(jaxmb.operational_space_compliance(m, q, [m.body_names[k] for k in bodies]), B.T @ Omega @ B)
+    assert_close(out["Lambda_inv_bodies"], B.T @ Omega @ B)
 
 
 @pytest.mark.parametrize("name", ALL)
 def test_10_16_upsilon_is_diagonal_of_Omega(name):
     m = model(name)
-    q, _, _ = state(name, 2)
-    ops = dense_operators(m, q)
+    _, out = evaluated(name)[2]
+    ops = operators(name, 2)
     Omega = dense_Omega(ops)
-    U = np.asarray(jaxmb.upsilon(m, q))
+    U = out["upsilon"]
     for k in range(m.nb):
         assert_close(U[k], Omega[6 * k : 6 * k + 6, 6 * k : 6 * k + 6])
     # (10.16) as written: Upsilon(k) = psi*(parent, k) Upsilon(parent) psi(parent, k) + H* D^-1 H (k)
@@ -138,18 +211,14 @@ def test_10_16_upsilon_is_diagonal_of_Omega(name):
 
 def test_remark_10_2_upsilon_of_free_root_is_P_inverse():
     m = model("floating-mixed")
-    q, _, _ = state("floating-mixed", 3)
-    zero = jnp.zeros(m.nv)
-    P_root = jaxmb.articulated_body(m, q, zero, zero).P[0]
+    _, out = evaluated("floating-mixed")[3]
     assert m.joint_types[0] == "free"
-    assert_close(jaxmb.upsilon(m, q)[0], jnp.linalg.inv(P_root))
+    assert_close(out["upsilon"][0], np.linalg.inv(out["P_at_rest"][0]))
 
 
 @pytest.mark.parametrize("name", ALL)
 def test_10_35_to_10_40_projector_identities(name):
-    m = model(name)
-    q, _, _ = state(name, 4)
-    o = dense_operators(m, q)
+    o = operators(name, 4)
     Omega = dense_Omega(o)
     U = Omega @ o.M  # the projector Omega M (Lemma 10.3)
     U_perp = np.eye(len(U)) - U
@@ -165,15 +234,10 @@ def test_10_35_to_10_40_projector_identities(name):
     assert_close(o.psi @ o.P @ o.H.T, o.P @ o.H.T)  # (10.40)
 
 
-def _full_rank_task(name):
-    """A task with fewer rows than the upstream coordinates of its frames, so that Lambda exists."""
-    return "two-frames-two-axes" if name != "floating-mixed" else "two-frames-two-axes-world"
-
-
-def task_rows(m, q, frames, axes, reference):
-    """The task rows d (m, r, 6) of frames at body origins: rows of I (frame axes) or of diag(R, R) (world axes)."""
+def task_rows(m, R, frames, axes, reference):
+    """The task rows d (m, r, 6) of frames at body origins: rows of I (frame axes) or of diag(R, R) (world axes),
+    R (nb, 3, 3) the world rotations of the bodies."""
     rows = np.asarray(jaxmb.dynamics.opspace.task(m, frames, axes, reference).axes)
-    R = np.asarray(jaxmb.forward_kinematics(m, q).R)
     out = []
     for f in frames:
         S = np.eye(6)
@@ -183,7 +247,7 @@ def task_rows(m, q, frames, axes, reference):
     return np.stack(out)
 
 
-@pytest.mark.parametrize("gravity", [True, False], ids=["gravity", "no-gravity"])
+@pytest.mark.parametrize("gravity", list(GRAVITY))
 @pytest.mark.parametrize("name", ALL)
 def test_C_os_three_ways(name, gravity):
     """C_os from the definition (10.8), from Alg 10.5 written with the dense operators, and from the library's
@@ -192,57 +256,46 @@ def test_C_os_three_ways(name, gravity):
     Alg 10.5: theta = z of the articulated-body sweep; eta = psi* (H* D^-1 (H theta - T) - a_gr), the world's
     pseudo-acceleration [0; -g] entering each root body through psi*(world, root) = tau_bar* phi*; zeta = eta +
     col{[0; -g]} in body coordinates; C_os = Lambda B* zeta."""
-    m = model(name, gravity)
+    m = model(name, gravity == "gravity")
     n, axes, reference = TASKS[_full_rank_task(name)]
     frames = frames_of(m, n)
     for seed in (5, 6):
-        q, qd, tau = state(name, seed)
-        out = compiled(name, _full_rank_task(name), gravity)(q, qd, tau)
-        J, M = out["J_dense"], out["M"]
-        Lam = np.linalg.inv(J @ jnp.linalg.solve(M, J.T))
-        definition = -Lam @ (J @ jnp.linalg.solve(M, tau - out["C"]) + out["a_os"])  # (10.8)
-        assert_close(out["C_os"], definition, scale=max(1.0, float(jnp.abs(definition).max())))
+        (q, qd, tau), out = evaluated(name)[seed]
+        t, g = out["tasks"][_full_rank_task(name)], jax.tree.map(lambda a: a[GRAVITY[gravity]], out["gravity"])
+        J, M = t["J_dense"], out["M"]
+        Lam = np.linalg.inv(J @ np.linalg.solve(M, J.T))
+        definition = -Lam @ (J @ np.linalg.solve(M, tau - g["C"]) + t["a_os"])  # (10.8)
+        scale = max(1.0, float(np.abs(definition).max()))
+        assert_close(g["C_os"], definition, scale=scale)
 
-        ab = jaxmb.articulated_body(m, q, qd, tau)
-        o = dense_operators(m, q)
-        X = jaxmb.hinges.joint_poses(m, q)
-        R = np.asarray(jaxmb.forward_kinematics(m, q).R)
+        o = operators(name, seed)
+        R = out["R"]
         g_pseudo = -np.asarray(m.gravity)
-        a_gr = np.asarray(ab.a).copy()
+        a_gr = g["a"].copy()
         for k, p in enumerate(m.topology.parent):
             if p < 0:
-                world = jaxmb.spatial.phi_star(jaxmb.Transform(X.R[k], X.p[k]), jnp.concatenate([jnp.zeros(3), g_pseudo]))
-                a_gr[k] += np.asarray(ab.tau_bar[k]).T @ np.asarray(world)
-        z, T = np.asarray(ab.z).reshape(-1), np.asarray(tau)
+                X_k = jaxmb.Transform(jnp.asarray(out["X_R"][k]), jnp.asarray(out["X_p"][k]))
+                world = jaxmb.spatial.phi_star(X_k, jnp.concatenate([jnp.zeros(3), g_pseudo]))
+                a_gr[k] += g["tau_bar"][k].T @ np.asarray(world)
+        z, T = g["z"].reshape(-1), tau
         eta = o.psi.T @ (o.H.T @ np.linalg.solve(o.D, o.H @ z - T) - a_gr.reshape(-1))
         zeta = eta.reshape(m.nb, 6) + np.concatenate([np.zeros((m.nb, 3)), R.transpose(0, 2, 1) @ g_pseudo], -1)
-        d = task_rows(m, q, frames, axes, reference)
+        d = task_rows(m, R, frames, axes, reference)
         B_zeta = np.concatenate([d[i] @ zeta[m.body_index(f)] for i, f in enumerate(frames)])
-        assert_close(Lam @ B_zeta, definition, scale=max(1.0, float(jnp.abs(definition).max())))
+        assert_close(Lam @ B_zeta, definition, scale=scale)
 
 
-@pytest.mark.parametrize("gravity", [True, False], ids=["gravity", "no-gravity"])
+@pytest.mark.parametrize("gravity", list(GRAVITY))
 @pytest.mark.parametrize("name", ALL)
 def test_controller_gives_task_accelerations_u(name, gravity):
     """Closed loop: tau = J* (Lambda u + C_os) + N* tau_posture in forward dynamics gives J qdd + Jdot qd = u,
     whatever the posture forces (N* is dynamically consistent)."""
-    m = model(name, gravity)
-    n, axes, reference = TASKS[_full_rank_task(name)]
-    frames = frames_of(m, n)
-
-    @jax.jit
-    def closed_loop(q, qd, u, tau_posture):
-        tau = jaxmb.operational_space_control(m, q, qd, frames, u, tau_posture, axes, reference, damping=0.0)
-        J, a_os = dense_task(m, q, qd, n, axes, reference)
-        return J @ jaxmb.forward_dynamics(m, q, qd, tau) + a_os
-
     for seed in (7, 8):
-        q, qd, _ = state(name, seed)
-        c = len(frames) * len(jaxmb.dynamics.opspace.task(m, frames, axes).axes)
-        u = jax.random.normal(jax.random.PRNGKey(seed), (c,))
-        posture = jax.random.normal(jax.random.PRNGKey(seed + 100), (m.nv,))
-        assert_close(closed_loop(q, qd, u, jnp.zeros(m.nv)), u)
-        assert_close(closed_loop(q, qd, u, posture), u)
+        _, out = evaluated(name)[seed]
+        u, _ = controller_inputs(name, seed)
+        no_posture, posture = out["gravity"]["closed_loop"][GRAVITY[gravity]]
+        assert_close(no_posture, u)
+        assert_close(posture, u)
 
 
 @pytest.mark.parametrize("name", ["chain-revolute", "floating-mixed"])
@@ -254,7 +307,9 @@ def test_compliance_gradients_match_finite_differences(name):
         f = lambda q: jaxmb.operational_space_compliance(m, q, frames, "linear", "world_aligned")
     else:
         f = lambda q: jaxmb.operational_space_compliance(m, q, frames)
-    check_grads(f, (q,), order=1, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6)
+    # jitted: each derivative compiles one program instead of running op by op (jit == eager: test_transforms.py)
+    with checks.multiply_reduce_products():
+        check_grads(jax.jit(f), (q,), order=1, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6)
 
 
 def test_damped_inertia_is_finite_and_differentiable_at_a_singular_arm():
@@ -270,15 +325,19 @@ def test_damped_inertia_is_finite_and_differentiable_at_a_singular_arm():
     arm = b.build()
     q = jnp.zeros(arm.nq)
 
-    def total(q):
+    def total(arm, q):
         return jnp.sum(jaxmb.operational_space_inertia(arm, q, "tip", "linear").Lambda)
 
-    out = jaxmb.operational_space_inertia(arm, q, "tip", "linear")
+    @checks.fast_jit  # one program instead of op by op
+    def evaluate(arm, q, bent):
+        return (jaxmb.operational_space_inertia(arm, q, "tip", "linear"), jax.grad(total, argnums=1)(arm, q),
+                jaxmb.operational_space_inertia(arm, bent, "tip", (3, 4)).rank_deficient)
+
+    out, grad, bent_rank_deficient = evaluate(arm, q, jnp.array([0.3, 0.8, -0.5]))
     assert bool(out.rank_deficient)
     assert np.all(np.isfinite(out.Lambda))
-    assert np.all(np.isfinite(jax.grad(total)(q)))
-    bent = jnp.array([0.3, 0.8, -0.5])
-    assert not bool(jaxmb.operational_space_inertia(arm, bent, "tip", (3, 4)).rank_deficient)
+    assert np.all(np.isfinite(grad))
+    assert not bool(bent_rank_deficient)
 
 
 def test_task_errors_name_the_problem():

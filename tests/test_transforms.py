@@ -64,7 +64,9 @@ def outputs(model, q, qd, u, f_ext):
     )
 
 
-jit_outputs = jax.jit(outputs)
+# Compiling dominates this module: programs that are only called (not differentiated) compile with
+# `checks.FAST_COMPILE_OPTIONS` (no LLVM optimization; the arithmetic is unchanged, products in the CPU form).
+jit_outputs = jax.jit(outputs, compiler_options=checks.FAST_COMPILE_OPTIONS)
 
 
 def test_jit_equals_eager():
@@ -84,7 +86,8 @@ def test_jit_equals_eager():
 
 def test_vmap_over_states_equals_loop():
     batch = states(3, seed=1)
-    batched = jax.jit(jax.vmap(outputs, in_axes=(None, 0, 0, 0, 0)))(model(), *batch)
+    batched = jax.jit(jax.vmap(outputs, in_axes=(None, 0, 0, 0, 0)), compiler_options=checks.FAST_COMPILE_OPTIONS)(
+        model(), *batch)
     for i in range(3):
         assert_tree_close(jax.tree.map(lambda a: a[i], batched), jit_outputs(model(), *(x[i] for x in batch)))
 
@@ -96,7 +99,8 @@ def test_vmap_over_models_equals_loop():
     other = m.replace(mass=1.7 * m.mass, inertia=0.6 * m.inertia, com=m.com[::-1], gravity=jnp.array([0.5, 0.0, -3.0]))
     stacked = jax.tree.map(lambda a, b: jnp.stack([a, b]), m, other)
     q, qd, u, f_ext = (x[0] for x in states(1, seed=2))
-    batched = jax.jit(jax.vmap(outputs, in_axes=(0, None, None, None, None)))(stacked, q, qd, u, f_ext)
+    batched = jax.jit(jax.vmap(outputs, in_axes=(0, None, None, None, None)),
+                      compiler_options=checks.FAST_COMPILE_OPTIONS)(stacked, q, qd, u, f_ext)
     for i, mi in enumerate((m, other)):
         assert_tree_close(jax.tree.map(lambda a: a[i], batched), jit_outputs(mi, q, qd, u, f_ext))
     assert np.abs(batched["forward_dynamics"][0] - batched["forward_dynamics"][1]).max() > 1e-2
@@ -129,11 +133,12 @@ def test_check_grads_of_forward_and_inverse_dynamics(point):
     mass, at a random state and at q = neutral (identity quaternions), qd = 0. Derivatives must also be free of
     NaN and inf (check_grads compares NaN as equal to NaN)."""
     args = derivative_points()[point]
-    check_grads(dynamics, args, order=1, modes=("fwd", "rev"))
     keys = jax.random.split(jax.random.PRNGKey(0), len(args))
     tangents = tuple(jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, args))
-    out, tangent_out = jax.jvp(dynamics, args, tangents)
-    cotangents = jax.vjp(dynamics, *args)[1](jnp.ones_like(out))
+    with checks.multiply_reduce_products():  # `dynamics` is jitted: each derivative compiles one program
+        check_grads(dynamics, args, order=1, modes=("fwd", "rev"))
+        out, tangent_out = jax.jvp(dynamics, args, tangents)
+        cotangents = jax.vjp(dynamics, *args)[1](jnp.ones_like(out))
     for x in (tangent_out, *cotangents):
         assert np.all(np.isfinite(x))
     if point == "random":
@@ -145,7 +150,7 @@ def _integrate(q, qd, dt):
     return jaxmb.integrate(model(), q, qd, dt)
 
 
-@jax.jit
+@functools.partial(jax.jit, compiler_options=checks.FAST_COMPILE_OPTIONS)
 def _integrate_derivatives(q, qd, dt):
     m = model()
     step = jax.jacfwd(lambda v: jaxmb.integrate(m, q, v, dt))(qd)
@@ -167,7 +172,8 @@ def test_integrate_derivative_near_zero_velocity(speed):
     assert_close(step_rev, step)
     # first order in dt |qd|: the deviation from the linearization is O(speed * dt^2)
     assert_close(step, dt * rate, rtol=max(1e-12, 10 * speed * dt))
-    check_grads(lambda v: _integrate(q, v, dt), (speed * direction,), order=1, modes=("fwd", "rev"))
+    with checks.multiply_reduce_products():  # `_integrate` is jitted: each derivative compiles one program
+        check_grads(lambda v: _integrate(q, v, dt), (speed * direction,), order=1, modes=("fwd", "rev"))
 
 
 # -- float32 -------------------------------------------------------------------------------------------------------
