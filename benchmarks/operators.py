@@ -93,9 +93,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="talos only, float32")
     parser.add_argument("--batch", type=int, default=1024)
+    parser.add_argument("--robots", nargs="*", default=None, help="default: talos_full_v2 with --quick, else all")
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
-    robots = ["talos_full_v2"] if args.quick else ["panda", "go1", "talos_full_v2"]
+    robots = args.robots or (["talos_full_v2"] if args.quick else ["panda", "go1", "talos_full_v2"])
     dtypes = [jnp.float32] if args.quick else [jnp.float32, jnp.float64]
     results = {"machine": machine(), "batch": args.batch, "robots": {}}
     for name in robots:

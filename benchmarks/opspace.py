@@ -82,9 +82,9 @@ def pinocchio_peer(frames, loop_states=200):
     return out
 
 
-def run(dtypes, batch):
+def run(dtypes, batch, counts=COUNTS):
     rows = []
-    for n in COUNTS:
+    for n in counts:
         frames = FRAMES[:n]
         peer = pinocchio_peer(frames)
         peer_text = "Pinocchio not installed" if peer is None else (
@@ -142,11 +142,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="float32 only, batch 256")
     ap.add_argument("--batch", type=int, default=None)
+    ap.add_argument("--frames", nargs="*", type=int, default=list(COUNTS), help="numbers of task frames")
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
     dtypes = [jnp.float32] + ([] if args.quick else [jnp.float64])
     batch = args.batch or (256 if args.quick else 1024)
-    rows = run(dtypes, batch)
+    rows = run(dtypes, batch, args.frames)
     if not args.no_save:
         path = save("opspace", {"machine": machine(), "results": rows})
         plot(rows, path.with_suffix(".png"))

@@ -32,8 +32,8 @@ BEGIN, END = "<!-- benchmarks:begin -->", "<!-- benchmarks:end -->"
 SCRIPTS = {
     "dynamics": {"tiny": ["--robots", "panda", "--batches", "4", "--dtypes", "float32", "--algorithms", "aba",
                           "--grad-batch", "4"], "quick": ["--quick"], "full": []},
-    "operators": {"tiny": ["--quick", "--batch", "4"], "quick": ["--quick"], "full": []},
-    "opspace": {"tiny": ["--quick", "--batch", "4"], "quick": ["--quick"], "full": []},
+    "operators": {"tiny": ["--quick", "--batch", "4", "--robots", "panda"], "quick": ["--quick"], "full": []},
+    "opspace": {"tiny": ["--quick", "--batch", "4", "--frames", "1"], "quick": ["--quick"], "full": []},
     "chains": {"tiny": ["--sizes", "4", "--batch", "4", "--per-level-max", "4"], "quick": ["--quick"], "full": []},
     "loops": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
     "mjx_peer": {"tiny": ["--batches", "4"], "quick": ["--batches", "1024", "4096"], "full": []},
