@@ -17,7 +17,6 @@ Newton-Euler sweep, then one small product per cluster. Forward dynamics by cons
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.scipy.linalg import cho_factor, cho_solve
 
 from jaxmb.dynamics.inverse import bias_forces as tree_bias_forces

@@ -25,7 +25,7 @@ from jaxmb.configuration import neutral_configuration
 from jaxmb.errors import ModelError
 from jaxmb.joints import KINDS
 from jaxmb.model import Model
-from jaxmb.loops.constraints import Bound, _path, common_ancestor
+from jaxmb.loops.constraints import _path, common_ancestor
 
 
 @dataclass(frozen=True)
