@@ -46,23 +46,19 @@ class _Node:
     def __init__(self, lm, ids):
         topo = lm.tree.topology
         cs = [lm.clusters[k] for k in ids]
-        c0 = cs[0]
         self.ids = ids
-        self.loop = c0.loop
-        self.n = len(c0.bodies)
-        self.local_parent = c0.local_parent
+        self.loop = cs[0].loop
         self.bodies = np.array([c.bodies for c in cs])  # (g, n)
         self.anchor = np.array([c.anchor if c.anchor >= 0 else topo.nb for c in cs])  # world -> row nb
         self.v_index = np.array([c.v_index for c in cs])  # (g, n_S)
-        self.nv_body = [int(topo.nv_body[b]) for b in c0.bodies]
         self.y_index = np.array([c.y_index for c in cs])  # (g, ny)
         # Phi_S has a block (i, j) where j is an ancestor-or-self of i inside the cluster
         self.pairs = []
-        for i in range(self.n):
+        for i in range(len(cs[0].bodies)):
             j = i
             while j >= 0:
                 self.pairs.append((i, j))
-                j = self.local_parent[j]
+                j = cs[0].local_parent[j]
 
 
 def _blocks(g, n, entries, dtype):
