@@ -27,11 +27,13 @@ from jaxmb.loops.embedding import (
     constraint_bias,
     constraint_jacobian,
     constraint_residual,
+    dense_embedding,
     embedding,
     embedding_matrix,
     generalized_force,
     independent_configuration,
     independent_velocity,
+    lift_acceleration,
     spanning_acceleration,
     spanning_velocity,
 )

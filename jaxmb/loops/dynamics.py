@@ -29,9 +29,10 @@ from jaxmb.loops.embedding import (
     constraint_bias,
     constraint_jacobian,
     constraint_residual,
+    dense_embedding,
+    embedding,
     embedding_matrix,
-    spanning_acceleration,
-    spanning_velocity,
+    lift_acceleration,
 )
 
 
@@ -39,9 +40,9 @@ def inverse_dynamics(lm, q, yd, ydd, f_ext=None):
     """Independent forces ``tau_y = G* ID_tree(q, G yd, G ydd + g)`` (ny,): the cluster RNEA.
 
     Args: q (nq,) consistent spanning configuration, yd, ydd (ny,), f_ext (nb, 6) or None."""
-    qd = spanning_velocity(lm, q, yd)
-    qdd = spanning_acceleration(lm, q, yd, ydd)
-    return embedding_matrix(lm, q).T @ tree_inverse_dynamics(lm.tree, q, qd, qdd, f_ext)
+    emb = embedding(lm, q, yd)
+    tau = tree_inverse_dynamics(lm.tree, q, emb.qd, lift_acceleration(lm, emb, ydd), f_ext)
+    return dense_embedding(lm, emb).T @ tau
 
 
 def mass_matrix(lm, q):
@@ -81,11 +82,11 @@ def projected_forward_dynamics(lm, q, yd, tau, f_ext=None):
     """Independent accelerations ``ydd`` (ny,) by projection onto the constraint manifold (book 11.3).
 
     Args: q (nq,) consistent spanning configuration, yd (ny,), tau (ny,) independent forces, f_ext (nb, 6)."""
-    G = embedding_matrix(lm, q)
-    qd = G @ yd
+    emb = embedding(lm, q, yd)
+    G = dense_embedding(lm, emb)
     M = tree_mass_matrix(lm.tree, q)
-    g = spanning_acceleration(lm, q, yd, jnp.zeros_like(yd))
-    rhs = tau - G.T @ (tree_bias_forces(lm.tree, q, qd, f_ext) + M @ g)
+    g = lift_acceleration(lm, emb, jnp.zeros_like(yd))
+    rhs = tau - G.T @ (tree_bias_forces(lm.tree, q, emb.qd, f_ext) + M @ g)
     return jnp.linalg.solve(G.T @ M @ G, rhs)
 
 

@@ -72,40 +72,59 @@ def _cluster_G(cluster, K_d, K_i):
     return G.at[np.asarray(cluster.dependent)].set(-jnp.linalg.solve(K_d, K_i))  # X_S = [-Y1^-1 Y2; 1]  (15.26)
 
 
+def _cluster_maps(lm, q):
+    """``(G_S, K_d)`` of every loop cluster at ``q``, from one evaluation of ``K``."""
+    K_c = constrained_jacobian(lm, q)
+    maps = []
+    for c in lm.loop_clusters:
+        K_d, K_i = _split(c, K_c)
+        maps.append((_cluster_G(c, K_d, K_i), K_d))
+    return maps
+
+
 def embedding(lm, q, yd) -> Embedding:
     """``G_S``, ``g_S`` of every loop cluster at configuration ``q`` (nq,) and independent velocity ``yd`` (ny,),
-    and the spanning velocity ``qd = G yd``."""
+    and the spanning velocity ``qd = G yd``: the one evaluation of ``K`` and ``k`` that the functions taking an
+    `Embedding` share."""
     yd = jnp.asarray(yd)
     qd = jnp.zeros(lm.nv, yd.dtype).at[jnp.asarray(lm.y_v_index, int)].set(yd)
     if not lm.constraints:
         return Embedding((), (), qd)
-    K_c = constrained_jacobian(lm, q)
-    Gs, splits = [], []
-    for c in lm.loop_clusters:
-        K_d, K_i = _split(c, K_c)
-        G = _cluster_G(c, K_d, K_i)
+    maps = _cluster_maps(lm, q)
+    for c, (G, _) in zip(lm.loop_clusters, maps):
         qd = qd.at[np.asarray(c.v_index)].set(G @ yd[np.asarray(c.y_index)])
-        Gs.append(G)
-        splits.append(K_d)
     k = constraint_bias(lm, q, qd)
     gs = []
-    for c, K_d in zip(lm.loop_clusters, splits):
-        g = jnp.zeros(len(c.v_index), q.dtype)
+    for c, (_, K_d) in zip(lm.loop_clusters, maps):
+        g = jnp.zeros(len(c.v_index), qd.dtype)
         gs.append(g.at[np.asarray(c.dependent)].set(jnp.linalg.solve(K_d, k[np.asarray(c.rows)])))  # (15.27)
-    return Embedding(tuple(Gs), tuple(gs), qd)
+    return Embedding(tuple(G for G, _ in maps), tuple(gs), qd)
+
+
+def dense_embedding(lm, emb: Embedding):
+    """The whole ``G`` (nv, ny) of an `Embedding` (identity columns outside the loop clusters)."""
+    G = jnp.zeros((lm.nv, lm.ny), emb.qd.dtype)
+    outside = [v for v in lm.y_v_index if v not in set(lm.c_index)]
+    G = G.at[np.asarray(outside, int), np.asarray([lm.y_v_index.index(v) for v in outside], int)].set(1.0)
+    for c, G_S in zip(lm.loop_clusters, emb.G):
+        G = G.at[np.ix_(c.v_index, c.y_index)].set(G_S)
+    return G
+
+
+def lift_acceleration(lm, emb: Embedding, ydd):
+    """``qdd = G ydd + g`` (nv,) of an `Embedding`."""
+    ydd = jnp.asarray(ydd)
+    qdd = jnp.zeros(lm.nv, ydd.dtype).at[jnp.asarray(lm.y_v_index, int)].set(ydd)
+    for c, G, g in zip(lm.loop_clusters, emb.G, emb.g):
+        qdd = qdd.at[np.asarray(c.v_index)].set(G @ ydd[np.asarray(c.y_index)] + g)
+    return qdd
 
 
 def embedding_matrix(lm, q):
-    """The whole ``G`` (nv, ny): ``qd = G yd`` (identity columns outside the loop clusters)."""
-    G = jnp.zeros((lm.nv, lm.ny), lm.tree.mass.dtype)
-    outside = [v for v in lm.y_v_index if v not in set(lm.c_index)]
-    G = G.at[np.asarray(outside, int), np.asarray([lm.y_v_index.index(v) for v in outside], int)].set(1.0)
-    if not lm.constraints:
-        return G
-    K_c = constrained_jacobian(lm, q)
-    for c in lm.loop_clusters:
-        G = G.at[np.ix_(c.v_index, c.y_index)].set(_cluster_G(c, *_split(c, K_c)))
-    return G
+    """The whole ``G`` (nv, ny): ``qd = G yd`` (no velocity needed)."""
+    maps = _cluster_maps(lm, q) if lm.constraints else []
+    zero = jnp.zeros(lm.ny, lm.tree.mass.dtype)
+    return dense_embedding(lm, Embedding(tuple(G for G, _ in maps), (), zero))
 
 
 def spanning_velocity(lm, q, yd):
@@ -115,12 +134,7 @@ def spanning_velocity(lm, q, yd):
 
 def spanning_acceleration(lm, q, yd, ydd):
     """``qdd = G ydd + g`` (nv,)."""
-    emb = embedding(lm, q, yd)
-    ydd = jnp.asarray(ydd)
-    qdd = jnp.zeros(lm.nv, ydd.dtype).at[jnp.asarray(lm.y_v_index, int)].set(ydd)
-    for c, G, g in zip(lm.loop_clusters, emb.G, emb.g):
-        qdd = qdd.at[np.asarray(c.v_index)].set(G @ ydd[np.asarray(c.y_index)] + g)
-    return qdd
+    return lift_acceleration(lm, embedding(lm, q, yd), ydd)
 
 
 def independent_velocity(lm, qd):
