@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.joints import KINDS
+from jaxmb.rows import sum_rows, take_rows
 from jaxmb.spatial import Transform, compose, dot, spatial_inertia
 
 
@@ -18,7 +19,7 @@ def _assemble(parts, index, n):
     if np.array_equal(index, np.arange(n)):
         return parts[0] if len(parts) == 1 else jax.tree.map(lambda *a: jnp.concatenate(a), *parts)
     joined = jax.tree.map(lambda *a: jnp.concatenate(a), *parts)
-    return jax.tree.map(lambda a: a[np.argsort(index)], joined)
+    return jax.tree.map(lambda a: take_rows(a, np.argsort(index)), joined)
 
 
 def joint_poses(model, q) -> Transform:
@@ -29,7 +30,8 @@ def joint_poses(model, q) -> Transform:
     parts = []
     for blk in model.topology.kind_blocks:
         kind = KINDS[blk.kind]
-        parts.append(jax.vmap(kind.transform)(q[blk.q_index], model.axis[blk.bodies], model.coef[blk.bodies]))
+        q_k = take_rows(q, blk.q_index.reshape(-1)).reshape(blk.q_index.shape)
+        parts.append(jax.vmap(kind.transform)(q_k, model.axis[blk.bodies], model.coef[blk.bodies]))
     X_J = _assemble(parts, [b.bodies for b in model.topology.kind_blocks], model.nb)
     return compose(model.X_tree, X_J)
 
@@ -50,13 +52,13 @@ def hinge_motion(model, H, x):
     Hx = H * x[:, None]
     if topo.nv == topo.nb:  # one coordinate per joint: nothing to sum
         return Hx
-    return jax.ops.segment_sum(Hx, topo.dof_body, topo.nb, indices_are_sorted=True)
+    return sum_rows(Hx, topo.dof_body, topo.nb)
 
 
 def hinge_project(model, H, f):
     """``H(k) f(k)`` for every coordinate, (nv,), from body forces ``f`` (nb, 6)."""
     topo = model.topology
-    return dot(H, f if topo.nv == topo.nb else f[topo.dof_body])
+    return dot(H, f if topo.nv == topo.nb else take_rows(f, topo.dof_body))
 
 
 def body_inertias(model):

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxmb.model import check_shapes
+from jaxmb.rows import take_rows
 from jaxmb.hinges import hinge_map, hinge_motion, joint_poses
 from jaxmb.spatial import Transform, compose, cross_motion, mm, mv, phi_star, phi_star_inv
 from jaxmb.sweeps import down
@@ -71,7 +72,7 @@ def jacobians(model, q):
     """
     T = forward_kinematics(model, q)
     topo = model.topology
-    H_world = phi_star_inv(Transform(T.R[topo.dof_body], T.p[topo.dof_body]), hinge_map(model))  # (nv, 6)
+    H_world = phi_star_inv(Transform(take_rows(T.R, topo.dof_body), take_rows(T.p, topo.dof_body)), hinge_map(model))  # (nv, 6)
     to_body = jax.vmap(lambda T_k: phi_star(T_k, H_world))(T)  # (nb, nv, 6)
     return jnp.swapaxes(jnp.where(jnp.asarray(topo.support)[..., None], to_body, 0.0), -1, -2)
 

@@ -29,23 +29,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.spatial import Transform, dot, mv, phi
+from jaxmb.rows import sum_rows, take_rows
+from jaxmb.spatial import dot, mv, phi
 from jaxmb.topology import Topology
 
 
 def _take(x, idx):
-    """``x[idx]`` for a static index array, as a slice where ``idx`` is contiguous."""
-    if len(idx) and np.array_equal(idx, np.arange(idx[0], idx[0] + len(idx))):
-        return jax.tree.map(lambda a: a[idx[0] : idx[0] + len(idx)], x)
-    return jax.tree.map(lambda a: a[idx], x)
+    """``x[idx]`` of every leaf of ``x`` for a static index array (`jaxmb.rows.take_rows`)."""
+    return jax.tree.map(lambda a: take_rows(a, idx), x)
 
 
-def _segment_sum(x, idx, n):
-    """``y[i] = sum_{idx[j] = i} x[j]`` for a static index array ``idx``, ``y`` of length ``n``."""
-    if len(idx) == n and np.array_equal(idx, np.arange(n)):
-        return x
-    sorted_ = bool(np.all(np.diff(idx) >= 0))
-    return jax.tree.map(lambda a: jax.ops.segment_sum(a, idx, n, indices_are_sorted=sorted_), x)
+def _sum_into(x, idx, n):
+    """``y[i] = sum_{idx[j] = i} x[j]`` of every leaf, ``y`` of length ``n`` (`jaxmb.rows.sum_rows`)."""
+    return jax.tree.map(lambda a: sum_rows(a, idx, n), x)
 
 
 def _rows(x, start, stop):
@@ -83,17 +79,17 @@ def _level(step, lvl, carried, args, dofs):
 
 def _to_slots(seg, args, dofs):
     """A chain segment's inputs per level: ``args`` as (L, W, ...), ``dofs`` as (L, W, nv, ...)."""
-    a = jax.tree.map(lambda x: x[seg.body.reshape(-1)].reshape(seg.body.shape + x.shape[1:]), args)
-    d = jax.tree.map(lambda x: x[seg.dofs.reshape(-1)].reshape(seg.dofs.shape + x.shape[1:]), dofs)
+    a = jax.tree.map(lambda x: take_rows(x, seg.body.reshape(-1)).reshape(seg.body.shape + x.shape[1:]), args)
+    d = jax.tree.map(lambda x: take_rows(x, seg.dofs.reshape(-1)).reshape(seg.dofs.shape + x.shape[1:]), dofs)
     return a, d
 
 
 def _from_slots(seg, body_out, dof_out=None):
     """A chain segment's outputs in body order (nb_seg, ...), and coordinate order (nv_seg, ...)."""
-    body = jax.tree.map(lambda y: y.reshape((-1,) + y.shape[2:])[seg.body_slot], body_out)
+    body = jax.tree.map(lambda y: take_rows(y.reshape((-1,) + y.shape[2:]), seg.body_slot), body_out)
     if dof_out is None:
         return body
-    return body, jax.tree.map(lambda y: y.reshape((-1,) + y.shape[3:])[seg.dof_slot], dof_out)
+    return body, jax.tree.map(lambda y: take_rows(y.reshape((-1,) + y.shape[3:]), seg.dof_slot), dof_out)
 
 
 # The segment sweeps are jitted on (topology, segment, step) so that calls outside `jit` (eager, or under `vmap` or
@@ -178,7 +174,7 @@ def up(topo: Topology, step, zero, *args, dofs=()):
         seg = topo.segments[s]
         last = topo.levels[seg.last - 1]
         n = last.stop - last.start
-        acc = _broadcast(zero, n) if sent is None else _segment_sum(sent, topo.levels[seg.last].parent, n)
+        acc = _broadcast(zero, n) if sent is None else _sum_into(sent, topo.levels[seg.last].parent, n)
         if seg.last - seg.first == 1:
             res = _level(step, last, acc, args, dofs)
         else:
@@ -208,7 +204,7 @@ def ancestor_walk(topo: Topology, X, H, F, tau_bar=None):
         if s:
             F = F[w.keep :]
             if tau_bar is not None and s > 1:
-                F = mv(tau_bar[w.moved], F)
-            F = phi(Transform(X.R[w.moved], X.p[w.moved]), F)  # to the next ancestor's frame
-        values.append(dot(H[w.rows], F[w.cols - w.start]))  # H(i) A(i, k) F_j
+                F = mv(take_rows(tau_bar, w.moved), F)
+            F = phi(_take(X, w.moved), F)  # to the next ancestor's frame
+        values.append(dot(take_rows(H, w.rows), take_rows(F, w.cols - w.start)))  # H(i) A(i, k) F_j
     return values
