@@ -4,12 +4,12 @@
     python benchmarks/run.py --device gpu --large    # on a GPU machine: the full grids, batches up to 262144
     python benchmarks/run.py --tiny                  # seconds; proves the entry point works (run by the tests)
 
-Runs `dynamics.py`, `operators.py`, `opspace.py`, `chains.py`, `loops.py` and, where MuJoCo is installed,
-`mjx_peer.py`, each in its own process (one compile cache each, as a user's first call sees it), with the same
-backend. Each writes
-its own ``results/<script>-<backend>-<cores>core.json`` and plot; this script then gathers them into
-``results/<backend>-<cores>core-<date>.json`` with the machine, and rewrites the table between the
-``benchmarks:begin`` and ``benchmarks:end`` markers of README.md with the headline figures.
+Runs `dynamics.py`, `operators.py`, `opspace.py`, `chains.py`, `loops.py` and, where MuJoCo MJX and jaxsim are
+installed, `mjx_peer.py` and `jaxsim_peer.py`, each in its own process (one compile cache each, as a user's first
+call sees it), with the same backend. Each writes its own ``results/<script>-<backend>-<cores>core.json`` and
+plot; this script then gathers them into ``results/<backend>-<cores>core-<date>.json`` with the machine, and
+rewrites the table between the ``benchmarks:begin`` and ``benchmarks:end`` markers of README.md with the headline
+figures.
 
 ``--tiny`` runs every script on a tiny configuration into a temporary folder and leaves the committed results
 and README.md alone.
@@ -37,6 +37,7 @@ SCRIPTS = {
     "chains": {"tiny": ["--sizes", "4", "--batch", "4", "--per-level-max", "4"], "quick": ["--quick"], "full": []},
     "loops": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
     "mjx_peer": {"tiny": ["--batches", "4"], "quick": ["--batches", "1024", "4096"], "full": []},
+    "jaxsim_peer": {"tiny": ["--batches", "4"], "quick": ["--batches", "1024", "4096"], "full": []},
 }
 
 
@@ -44,7 +45,7 @@ def result_stem(name, argv):
     """The name a script saves its results under (`common.save`)."""
     if name == "dynamics":
         return "dynamics-quick" if "--quick" in argv else "dynamics"
-    return {"mjx_peer": "mjx"}.get(name, name)
+    return {"mjx_peer": "mjx", "jaxsim_peer": "jaxsim"}.get(name, name)
 
 
 def has_module(name):
@@ -67,9 +68,14 @@ def run_scripts(mode, device, large, results_dir):
         if name == "mjx_peer" and not has_module("mujoco.mjx"):
             print(f"== {name}: skipped (mujoco-mjx is not installed)", flush=True)
             continue
+        if name == "jaxsim_peer" and not has_module("jaxsim"):
+            print(f"== {name}: skipped (jaxsim is not installed)", flush=True)
+            continue
         argv = list(args[mode])
         if large and name == "dynamics":
             argv.append("--large")
+        if large and name in ("mjx_peer", "jaxsim_peer"):
+            argv = ["--batches", "4096", "65536"]
         print(f"== {name} {' '.join(argv)}", flush=True)
         t0 = datetime.datetime.now()
         rc = subprocess.call([sys.executable, str(HERE / f"{name}.py"), *argv], cwd=HERE, env=env)
@@ -154,8 +160,15 @@ def _mjx_rows(res):
             for r in res.get("results", []) if r["batch"] == largest]
 
 
+def _jaxsim_rows(res):
+    largest = max((r["batch"] for r in res.get("results", [])), default=None)
+    return [(f"ABA vs jaxsim forward_dynamics_aba, {r['robot']} {r['dtype']} batch {r['batch']}",
+             f"{r['jaxmb_states_per_s']:.3g} states/s", f"{_fmt(r['ratio_jaxmb_vs_jaxsim'], 'x')} jaxsim")
+            for r in res.get("results", []) if r["batch"] == largest]
+
+
 HEADLINES = {"dynamics": _dynamics_rows, "operators": _operators_rows, "opspace": _opspace_rows,
-             "chains": _chains_rows, "loops": _loops_rows, "mjx_peer": _mjx_rows}
+             "chains": _chains_rows, "loops": _loops_rows, "mjx_peer": _mjx_rows, "jaxsim_peer": _jaxsim_rows}
 
 
 def headline(suite):
@@ -191,7 +204,8 @@ def main():
     size.add_argument("--quick", action="store_true", help="the quick suite (under 10 minutes on 2 CPU cores)")
     size.add_argument("--tiny", action="store_true", help="seconds, into a temporary folder; README untouched")
     ap.add_argument("--device", choices=["cpu", "gpu"], default=None, help="JAX backend (default: JAX's choice)")
-    ap.add_argument("--large", action="store_true", help="dynamics.py adds batches 65536 and 262144 (GPU)")
+    ap.add_argument("--large", action="store_true",
+                    help="dynamics.py adds batches 65536 and 262144, the peers run 4096 and 65536 (GPU)")
     ap.add_argument("--no-readme", action="store_true", help="do not rewrite the README table")
     args = ap.parse_args()
     mode = "tiny" if args.tiny else "quick" if args.quick else "full"
