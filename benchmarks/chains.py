@@ -1,14 +1,16 @@
 """Cost of forward dynamics (ABA) against the number of bodies, for serial chains and balanced binary trees of 8 to
 128 revolute bodies, with compile times: where the level schedule pays (bushy trees, few levels) and where depth
-is the sequential length (chains).
+is the sequential length (chains); for chains also the divide-and-conquer forward dynamics (O(log n) depth).
 
     python benchmarks/chains.py            # n = 8, 16, 32, 64, 128; batch 1024; float32
     python benchmarks/chains.py --quick    # n = 8, 32, 128
 
 For each shape and size: jaxmb's jit(vmap(forward_dynamics)) states/s and first-call compile time, with the
 chain segments of `jaxmb.sweeps` (the default) and, up to ``--per-level-max`` bodies, with every level swept and
-compiled on its own (``SEGMENT_COST = 0``, the schedule before chain segments); Pinocchio's all-core
-``abaInParallel`` and single-call loop on the same model (built from the jaxmb model's parameters), and the ratio.
+compiled on its own (``SEGMENT_COST = 0``, the schedule before chain segments); for chains,
+jit(vmap(forward_dynamics_dc)) on the same model and states, and its ratio to the level-schedule ABA; Pinocchio's
+all-core ``abaInParallel`` and single-call loop on the same model (built from the jaxmb model's parameters), and the
+ratio.
 Writes ``benchmarks/results/chains-<backend>-<cores>core.json`` and a plot beside it.
 """
 
@@ -29,8 +31,13 @@ def shapes(n):
     return {"chain": [-1] + list(range(n - 1)), "binary_tree": [-1] + [(i - 1) // 2 for i in range(1, n)]}
 
 
+def _states(model, batch):
+    return jax.vmap(lambda k: random_state(model, k))(jax.random.split(jax.random.PRNGKey(0), batch))
+
+
 def jaxmb_figures(parents, batch, segment_cost=None):
-    """(states/s, compile s) of jit(vmap(forward_dynamics)) on a random revolute model of the given shape."""
+    """(states/s, compile s, model) of jit(vmap(forward_dynamics)) on a random revolute model of the given
+    shape."""
     default = jaxmb.topology.SEGMENT_COST
     if segment_cost is not None:
         jaxmb.topology.SEGMENT_COST = segment_cost
@@ -38,10 +45,19 @@ def jaxmb_figures(parents, batch, segment_cost=None):
         model = random_model(0, n_bodies=len(parents), joint_mix="revolute", parents=parents).cast(jnp.float32)
     finally:
         jaxmb.topology.SEGMENT_COST = default
-    q, qd, tau = jax.vmap(lambda k: random_state(model, k))(jax.random.split(jax.random.PRNGKey(0), batch))
-    f = jax.jit(jax.vmap(lambda q, qd, tau: jaxmb.forward_dynamics(model, q, qd, tau)))
+    return (*_figures(jaxmb.forward_dynamics, model, batch), model)
+
+
+def _figures(algorithm, model, batch):
+    q, qd, tau = _states(model, batch)
+    f = jax.jit(jax.vmap(lambda q, qd, tau: algorithm(model, q, qd, tau)))
     seconds, compiled = compile_time(f, q, qd, tau)
-    return batch / best_time(compiled, q, qd, tau), seconds, model
+    return batch / best_time(compiled, q, qd, tau), seconds
+
+
+def dc_figures(model, batch):
+    """(states/s, compile s) of jit(vmap(forward_dynamics_dc)) on the chain ``model``."""
+    return _figures(jaxmb.forward_dynamics_dc, model, batch)
 
 
 def pinocchio_figures(model, batch, loop_states=256):
@@ -88,6 +104,9 @@ def plot(rows, path):
             ax1.plot(n, [1e6 / r["pinocchio_parallel_states_per_s"] for r in rs], "s" + style,
                      label=f"Pinocchio abaInParallel {shape}")
         ax2.plot(n, [r["compile_s"] for r in rs], "o" + style, label=f"chain segments, {shape}")
+        if "dc_states_per_s" in rs[0]:
+            ax1.plot(n, [1e6 / r["dc_states_per_s"] for r in rs], "^" + style, label=f"divide and conquer {shape}")
+            ax2.plot(n, [r["dc_compile_s"] for r in rs], "^" + style, label=f"divide and conquer, {shape}")
         old = [r for r in rs if r.get("per_level_compile_s")]
         if old:
             ax2.plot([r["bodies"] for r in old], [r["per_level_compile_s"] for r in old], "x" + style,
@@ -116,6 +135,9 @@ def main():
             row = {"shape": shape, "bodies": n, "depth": len(model.topology.levels),
                    "segments": len(model.topology.segments), "batch": args.batch, "states_per_s": rate,
                    "compile_s": seconds}
+            if shape == "chain":
+                row["dc_states_per_s"], row["dc_compile_s"] = dc_figures(model, args.batch)
+                row["dc_vs_level_schedule"] = row["dc_states_per_s"] / rate
             if n <= args.per_level_max:
                 row["per_level_states_per_s"], row["per_level_compile_s"], _ = jaxmb_figures(parents, args.batch, 0)
             row["pinocchio_parallel_states_per_s"], row["pinocchio_loop_states_per_s"] = pinocchio_figures(
@@ -126,8 +148,10 @@ def main():
             old = (f"  one level at a time: {row['per_level_compile_s']:5.1f} s, "
                    f"{1e6 / row['per_level_states_per_s']:6.2f} us" if "per_level_compile_s" in row else "")
             ratio = f"  {row['ratio_vs_pinocchio']:.2f}x Pinocchio parallel" if peer else ""
+            dc = (f"  divide and conquer: {1e6 / row['dc_states_per_s']:6.2f} us, compile {row['dc_compile_s']:5.1f} s,"
+                  f" {row['dc_vs_level_schedule']:.2f}x the level schedule" if "dc_states_per_s" in row else "")
             print(f"{shape:12s} n={n:4d} depth={row['depth']:4d} segments={row['segments']:3d}  "
-                  f"{1e6 / rate:7.2f} us/state  compile {seconds:5.1f} s{ratio}{old}", flush=True)
+                  f"{1e6 / rate:7.2f} us/state  compile {seconds:5.1f} s{ratio}{old}{dc}", flush=True)
     if not args.no_save:
         path = save("chains", {"machine": machine(), "results": rows})
         plot(rows, path.with_suffix(".png"))

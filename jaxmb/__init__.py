@@ -8,6 +8,7 @@ Conventions: spatial vectors angular first ``[w; v]``; quaternions ``[w, x, y, z
 from jaxmb import assets, joints, operators, spatial
 from jaxmb.configuration import configuration_rate, integrate, neutral_configuration, random_configuration
 from jaxmb.dynamics.articulated import ArticulatedBody, articulated_body, forward_dynamics
+from jaxmb.dynamics.divide_conquer import forward_dynamics_dc
 from jaxmb.dynamics.energy import (
     center_of_mass,
     centroidal_momentum,
