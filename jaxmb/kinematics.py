@@ -72,7 +72,7 @@ def jacobians(model, q):
     """
     T = forward_kinematics(model, q)
     topo = model.topology
-    H_world = phi_star_inv(Transform(take_rows(T.R, topo.dof_body), take_rows(T.p, topo.dof_body)), hinge_map(model))  # (nv, 6)
+    H_world = phi_star_inv(take_rows(T, topo.dof_body), hinge_map(model))  # (nv, 6)
     to_body = jax.vmap(lambda T_k: phi_star(T_k, H_world))(T)  # (nb, nv, 6)
     return jnp.swapaxes(jnp.where(jnp.asarray(topo.support)[..., None], to_body, 0.0), -1, -2)
 

@@ -127,14 +127,21 @@ def _static(idx):
 
 
 def take_rows(x, idx):
-    """``x[idx]`` along the first axis for a static index array ``idx`` (k,): (m, ...) -> (k, ...)."""
-    x = jnp.asarray(x)
-    return take_p.bind(x, idx=_static(idx), n=x.shape[0], axis=0)
+    """``x[idx]`` along the first axis of every leaf of the pytree ``x``, for a static index array ``idx`` (k,):
+    (m, ...) -> (k, ...)."""
+    idx = _static(idx)
+    return jax.tree.map(lambda a: take_p.bind(jnp.asarray(a), idx=idx, n=jnp.shape(a)[0], axis=0), x)
 
 
 def sum_rows(x, idx, n):
-    """``y[i] = sum_{j: idx[j] = i} x[j]`` for a static index array ``idx`` (m,): (m, ...) -> (n, ...)."""
-    x = jnp.asarray(x)
-    if x.shape[0] != len(np.asarray(idx).reshape(-1)):
-        raise ValueError(f"sum_rows: {x.shape[0]} rows but {len(np.asarray(idx).reshape(-1))} indices")
-    return sum_p.bind(x, idx=_static(idx), n=int(n), axis=0)
+    """``y[i] = sum_{j: idx[j] = i} x[j]`` along the first axis of every leaf of the pytree ``x``, for a static
+    index array ``idx`` (m,): (m, ...) -> (n, ...)."""
+    idx = _static(idx)
+
+    def one(a):
+        a = jnp.asarray(a)
+        if a.shape[0] != len(idx):
+            raise ValueError(f"sum_rows: {a.shape[0]} rows but {len(idx)} indices")
+        return sum_p.bind(a, idx=idx, n=int(n), axis=0)
+
+    return jax.tree.map(one, x)

@@ -34,16 +34,6 @@ from jaxmb.spatial import dot, mv, phi
 from jaxmb.topology import Topology
 
 
-def _take(x, idx):
-    """``x[idx]`` of every leaf of ``x`` for a static index array (`jaxmb.rows.take_rows`)."""
-    return jax.tree.map(lambda a: take_rows(a, idx), x)
-
-
-def _sum_into(x, idx, n):
-    """``y[i] = sum_{idx[j] = i} x[j]`` of every leaf, ``y`` of length ``n`` (`jaxmb.rows.sum_rows`)."""
-    return jax.tree.map(lambda a: sum_rows(a, idx, n), x)
-
-
 def _rows(x, start, stop):
     return jax.tree.map(lambda a: a[start:stop], x)
 
@@ -143,7 +133,7 @@ def down(topo: Topology, step, root, *args, dofs=()):
     values, dof_outs, prev = [], [], None
     for s, seg in enumerate(topo.segments):
         lvl = topo.levels[seg.first]
-        carried = _broadcast(root, lvl.stop - lvl.start) if prev is None else _take(prev, lvl.parent)
+        carried = _broadcast(root, lvl.stop - lvl.start) if prev is None else take_rows(prev, lvl.parent)
         if seg.last - seg.first == 1:
             out = _level(step, lvl, carried, args, dofs)
         else:
@@ -174,12 +164,12 @@ def up(topo: Topology, step, zero, *args, dofs=()):
         seg = topo.segments[s]
         last = topo.levels[seg.last - 1]
         n = last.stop - last.start
-        acc = _broadcast(zero, n) if sent is None else _sum_into(sent, topo.levels[seg.last].parent, n)
+        acc = _broadcast(zero, n) if sent is None else sum_rows(sent, topo.levels[seg.last].parent, n)
         if seg.last - seg.first == 1:
             res = _level(step, last, acc, args, dofs)
         else:
             gather = np.where(seg.real[-1], seg.body[-1] - last.start, 0)  # a pad receives any body's sum
-            res = _scan_up(topo, s, step, _take(acc, gather), args, dofs)
+            res = _scan_up(topo, s, step, take_rows(acc, gather), args, dofs)
         sent = res[0]
         outs.insert(0, res[1])
         if dofs:
@@ -205,6 +195,6 @@ def ancestor_walk(topo: Topology, X, H, F, tau_bar=None):
             F = F[w.keep :]
             if tau_bar is not None and s > 1:
                 F = mv(take_rows(tau_bar, w.moved), F)
-            F = phi(_take(X, w.moved), F)  # to the next ancestor's frame
+            F = phi(take_rows(X, w.moved), F)  # to the next ancestor's frame
         values.append(dot(take_rows(H, w.rows), take_rows(F, w.cols - w.start)))  # H(i) A(i, k) F_j
     return values

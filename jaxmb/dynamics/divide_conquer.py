@@ -178,10 +178,6 @@ def _back(F1, F2, X, saved, T):
     return qdd, -phi(X, f), f  # f_2(A) = -phi(X) f, f_1(B) = f
 
 
-def _take(x, idx):
-    return jax.tree.map(lambda a: take_rows(a, idx), x)
-
-
 def _join(merged, sub, n):
     """The merged pairs, then the subsystem that passed through (if any) of ``sub`` (2n or 2n + 1 rows)."""
     return jax.tree.map(lambda m, x: jnp.concatenate([m, x[2 * n :]]), merged, sub)
@@ -221,7 +217,7 @@ def forward_dynamics_dc(model, q, qd, tau, f_ext=None):
     saved = []
     for lvl in plan.levels:  # assembly, one vmap per level
         A, B = _pairs(sub, lvl.pairs)
-        X_l = _take(X, lvl.joints)
+        X_l = take_rows(X, lvl.joints)
         merged, s = jax.vmap(_assemble)(A, B, X_l, _per_dof(H_pad, lvl), _per_dof(A_pad, lvl), _per_dof(T_pad, lvl))
         sub = _join(merged, sub, lvl.pairs)
         saved.append((X_l, s))
