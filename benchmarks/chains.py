@@ -50,7 +50,7 @@ def jaxmb_figures(parents, batch, segment_cost=None):
 
 def _figures(algorithm, model, batch):
     q, qd, tau = _states(model, batch)
-    f = jax.jit(jax.vmap(lambda q, qd, tau: algorithm(model, q, qd, tau)))
+    f = jaxmb.jit(jax.vmap(lambda q, qd, tau: algorithm(model, q, qd, tau)))
     seconds, compiled = compile_time(f, q, qd, tau)
     return batch / best_time(compiled, q, qd, tau), seconds
 

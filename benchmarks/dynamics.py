@@ -90,7 +90,7 @@ def run(robots, batches, dtypes, grad_batch, checkpoint=None, algorithms=tuple(A
             model = load(name, True, dtype)
             for alg in algorithms:
                 make = ALGORITHMS[alg]
-                f = jax.jit(jax.vmap(make(model)))
+                f = jaxmb.jit(jax.vmap(make(model)))
                 for b in batches:
                     args = jaxmb_states(model, b, dtype)
                     t_compile, compiled = compile_time(f, *args)
@@ -108,8 +108,8 @@ def run(robots, batches, dtypes, grad_batch, checkpoint=None, algorithms=tuple(A
                           f"({t / b * 1e6:8.3f} us/state), compile {t_compile:5.2f} s"
                           + ("" if peer_t is None else f", x{row['ratio_vs_pinocchio']:.3f} of Pinocchio "
                              f"{'parallel' if par else 'loop'}"))
-            fwd = jax.jit(jax.vmap(ALGORITHMS["aba"](model)))
-            grad = jax.jit(jax.vmap(jax.grad(lambda q, qd, x: jnp.sum(ALGORITHMS["aba"](model)(q, qd, x)),
+            fwd = jaxmb.jit(jax.vmap(ALGORITHMS["aba"](model)))
+            grad = jaxmb.jit(jax.vmap(jax.grad(lambda q, qd, x: jnp.sum(ALGORITHMS["aba"](model)(q, qd, x)),
                                              argnums=(0, 1, 2))))
             args = jaxmb_states(model, grad_batch, dtype)
             t_fwd = best_time(fwd, *args)

@@ -62,7 +62,7 @@ METHODS = {
 
 def time_method(fn, args):
     """(us/state, compile s) of a jitted vmap of ``fn`` over the batch ``args``."""
-    jitted = jax.jit(jax.vmap(fn))
+    jitted = jaxmb.jit(jax.vmap(fn))
     seconds, compiled = compile_time(jitted, *args)
     return 1e6 * best_time(compiled, *args) / args[0].shape[0], seconds
 

@@ -82,7 +82,7 @@ def run(name, dtype, batch):
     x = jax.random.normal(k3, (batch, model.nv), dtype)
     rows = {}
     for fname, f in functions(model).items():
-        jitted = jax.jit(jax.vmap(f))
+        jitted = jaxmb.jit(jax.vmap(f))
         seconds, compiled = compile_time(jitted, q, qd, x)
         per_state = best_time(compiled, q, qd, x) / batch
         rows[fname] = {"per_state_s": per_state, "compile_s": seconds}

@@ -96,7 +96,7 @@ def run(dtypes, batch, counts=COUNTS):
             keys = jax.random.split(jax.random.PRNGKey(0), batch)
             q = jax.vmap(lambda k: jaxmb.random_configuration(model, k))(keys).astype(dtype)
             for route, fn in jaxmb_functions(model, frames).items():
-                t_compile, compiled = compile_time(jax.jit(jax.vmap(fn)), q)
+                t_compile, compiled = compile_time(jaxmb.jit(jax.vmap(fn)), q)
                 t = best_time(compiled, q) / batch
                 row = dict(robot=ROBOT, frames=n, route=route, dtype=jnp.dtype(dtype).name, batch=batch,
                            s_per_state=t, compile_s=t_compile,

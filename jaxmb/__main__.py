@@ -34,9 +34,9 @@ def _random_states(model, key, n):
 
 
 def _compile(fn, *args):
-    """``jax.jit(fn)`` compiled for ``args``, and the seconds that tracing and compiling took."""
+    """``jaxmb.jit(fn)`` compiled for ``args``, and the seconds that tracing and compiling took."""
     t = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
+    compiled = jaxmb.jit(fn).lower(*args).compile()
     return compiled, time.perf_counter() - t
 
 
