@@ -1,6 +1,6 @@
 """The whole benchmark suite in one command: every script, one results file, the README table regenerated.
 
-    python benchmarks/run.py --quick                 # under 10 minutes on the 2-core CPU
+    python benchmarks/run.py --quick                 # about 13 minutes on the 2-core CPU (loops.py: 6)
     python benchmarks/run.py --device gpu --large    # on a GPU machine: the full grids, batches up to 262144
     python benchmarks/run.py --tiny                  # seconds; proves the entry point works (run by the tests)
 
