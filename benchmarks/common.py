@@ -55,6 +55,26 @@ def best_time(fn, *args, min_total=0.3, max_reps=20):
     return min(times)
 
 
+def page_faults(fn, *args, calls=5):
+    """Minor page faults per call of ``fn(*args)`` (after one warm-up call): the pages of fresh memory the call
+    touched. None where the platform has no `resource` module."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    jax.block_until_ready(fn(*args))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(calls):
+        jax.block_until_ready(fn(*args))
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls
+
+
+def temp_bytes(compiled):
+    """The scratch memory XLA allocates for each call of a compiled function (None where not reported)."""
+    stats = compiled.memory_analysis()
+    return None if stats is None else stats.temp_size_in_bytes
+
+
 def compile_time(jitted, *args):
     """Seconds to trace, lower and compile ``jitted`` for ``args``, and the compiled function."""
     t0 = time.perf_counter()

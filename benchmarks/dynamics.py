@@ -7,8 +7,10 @@ Pinocchio measured in the same run.
 
 For each robot, algorithm, precision and batch: jaxmb's jit(vmap(f)) states/s and compile time; Pinocchio's
 all-core ``abaInParallel``/``rneaInParallel`` (no parallel CRBA exists: its single-call loop is the peer) and
-its single-call Python loop; the ratio jaxmb / Pinocchio-parallel. Also the cost of
-``grad(sum(forward_dynamics))`` (w.r.t. q, qd, tau) relative to the forward call. Writes
+its single-call Python loop; the ratio jaxmb / Pinocchio-parallel; the scratch memory of one call and the minor
+page faults it takes. Batches larger than ``--chunk`` (default 1024) are also measured mapped in chunks,
+``jax.lax.map(f, states, batch_size=chunk)``, each chunk one ``vmap`` (benchmarks/README.md, "Scratch memory").
+Also the cost of ``grad(sum(forward_dynamics))`` (w.r.t. q, qd, tau) relative to the forward call, both ways. Writes
 ``benchmarks/results/dynamics-<backend>-<cores>core.json`` (after each robot and precision, so a run cut short
 keeps what it measured) and a plot beside it. Without Pinocchio installed, its figures are None and only jaxmb is
 measured.
@@ -23,13 +25,22 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmb
-from common import best_time, compile_time, load, machine, pinocchio_states, robot_path, save
+from common import (best_time, compile_time, load, machine, page_faults, pinocchio_states, robot_path, save,
+                    temp_bytes)
 
 ALGORITHMS = {
     "aba": lambda m: lambda q, qd, x: jaxmb.forward_dynamics(m, q, qd, x),
     "rnea": lambda m: lambda q, qd, x: jaxmb.inverse_dynamics(m, q, qd, x),
     "crba": lambda m: lambda q, qd, x: jaxmb.mass_matrix(m, q),
 }
+
+
+def batched(fn, chunk=None):
+    """jit of ``fn`` (one state) over a batch: one `vmap`, or with ``chunk`` a `jax.lax.map` over chunks of
+    ``chunk`` states, each chunk one `vmap`."""
+    if chunk is None:
+        return jaxmb.jit(jax.vmap(fn))
+    return jaxmb.jit(lambda *states: jax.lax.map(lambda s: fn(*s), states, batch_size=chunk))
 
 
 def jaxmb_states(model, batch, dtype, seed=0):
@@ -73,8 +84,9 @@ def pinocchio_peer(name, batches, loop_states=256):
     return {"threads": threads, "loop_s_per_state": loop, "parallel_s_per_state": parallel}
 
 
-def run(robots, batches, dtypes, grad_batch, checkpoint=None, algorithms=tuple(ALGORITHMS)):
-    """Rows of results; ``checkpoint(rows)`` is called after each robot and precision."""
+def run(robots, batches, dtypes, grad_batch, checkpoint=None, algorithms=tuple(ALGORITHMS), chunk=1024):
+    """Rows of results; ``checkpoint(rows)`` is called after each robot and precision. Batches larger than
+    ``chunk`` are also measured mapped in chunks of ``chunk`` states (None or 0: not)."""
     rows = []
     for name in robots:
         peer = pinocchio_peer(name, batches)
@@ -89,8 +101,8 @@ def run(robots, batches, dtypes, grad_batch, checkpoint=None, algorithms=tuple(A
         for dtype in dtypes:
             model = load(name, True, dtype)
             for alg in algorithms:
-                make = ALGORITHMS[alg]
-                f = jaxmb.jit(jax.vmap(make(model)))
+                fn = ALGORITHMS[alg](model)
+                f = batched(fn)
                 for b in batches:
                     args = jaxmb_states(model, b, dtype)
                     t_compile, compiled = compile_time(f, *args)
@@ -100,26 +112,40 @@ def run(robots, batches, dtypes, grad_batch, checkpoint=None, algorithms=tuple(A
                     peer_t = par if par is not None else loop
                     row = dict(robot=name, algorithm=alg, dtype=jnp.dtype(dtype).name, batch=b,
                                states_per_s=b / t, compile_s=t_compile,
+                               temp_bytes=temp_bytes(compiled), page_faults_per_call=page_faults(compiled, *args),
                                pinocchio_parallel_states_per_s=None if par is None else 1 / par,
                                pinocchio_loop_states_per_s=None if loop is None else 1 / loop,
                                ratio_vs_pinocchio=None if peer_t is None else (b / t) * peer_t)
+                    if chunk and b > chunk:
+                        t_chunk = best_time(batched(fn, chunk), *args)
+                        row.update(chunk=chunk, chunked_states_per_s=b / t_chunk,
+                                   chunked_ratio_vs_pinocchio=None if peer_t is None else (b / t_chunk) * peer_t)
                     rows.append(row)
                     print(f"  {alg:5s} {row['dtype']:8s} batch {b:6d}: {row['states_per_s']:10.4g} states/s "
                           f"({t / b * 1e6:8.3f} us/state), compile {t_compile:5.2f} s"
                           + ("" if peer_t is None else f", x{row['ratio_vs_pinocchio']:.3f} of Pinocchio "
-                             f"{'parallel' if par else 'loop'}"))
-            fwd = jaxmb.jit(jax.vmap(ALGORITHMS["aba"](model)))
-            grad = jaxmb.jit(jax.vmap(jax.grad(lambda q, qd, x: jnp.sum(ALGORITHMS["aba"](model)(q, qd, x)),
-                                             argnums=(0, 1, 2))))
+                             f"{'parallel' if par else 'loop'}")
+                          + ("" if "chunk" not in row else f"; in chunks of {chunk}: {t_chunk / b * 1e6:.3f} us/state"
+                             + ("" if peer_t is None else f", x{row['chunked_ratio_vs_pinocchio']:.3f}"))
+                          + ("" if row["temp_bytes"] is None else f"; scratch {row['temp_bytes'] / 1e6:.1f} MB")
+                          + ("" if row["page_faults_per_call"] is None
+                             else f", {row['page_faults_per_call']:.0f} page faults per call"))
+            fwd_fn = ALGORITHMS["aba"](model)
+            grad_fn = jax.grad(lambda q, qd, x: jnp.sum(fwd_fn(q, qd, x)), argnums=(0, 1, 2))
             args = jaxmb_states(model, grad_batch, dtype)
-            t_fwd = best_time(fwd, *args)
-            t_grad_compile, grad_c = compile_time(grad, *args)
+            t_fwd = best_time(batched(fwd_fn), *args)
+            t_grad_compile, grad_c = compile_time(batched(grad_fn), *args)
             t_grad = best_time(grad_c, *args)
-            rows.append(dict(robot=name, algorithm="grad_aba", dtype=jnp.dtype(dtype).name, batch=grad_batch,
-                             states_per_s=grad_batch / t_grad, compile_s=t_grad_compile,
-                             cost_vs_forward=t_grad / t_fwd))
-            print(f"  grad(sum(aba)) {jnp.dtype(dtype).name} batch {grad_batch}: {t_grad / t_fwd:.2f}x the forward "
-                  f"call, compile {t_grad_compile:.2f} s")
+            row = dict(robot=name, algorithm="grad_aba", dtype=jnp.dtype(dtype).name, batch=grad_batch,
+                       states_per_s=grad_batch / t_grad, compile_s=t_grad_compile, cost_vs_forward=t_grad / t_fwd)
+            line = f"  grad(sum(aba)) {row['dtype']} batch {grad_batch}: {t_grad / t_fwd:.2f}x the forward call"
+            if chunk and grad_batch > chunk:
+                t_grad_chunk = best_time(batched(grad_fn, chunk), *args)
+                row.update(chunk=chunk, chunked_states_per_s=grad_batch / t_grad_chunk,
+                           chunked_cost_vs_forward=t_grad_chunk / best_time(batched(fwd_fn, chunk), *args))
+                line += f" ({row['chunked_cost_vs_forward']:.2f}x in chunks of {chunk})"
+            rows.append(row)
+            print(line + f", compile {t_grad_compile:.2f} s")
             if checkpoint is not None:
                 checkpoint(rows)
     return rows
@@ -167,6 +193,8 @@ def main():
     ap.add_argument("--float32-only", action="store_true")
     ap.add_argument("--dtypes", nargs="*", choices=["float32", "float64"], default=None)
     ap.add_argument("--algorithms", nargs="*", choices=list(ALGORITHMS), default=list(ALGORITHMS))
+    ap.add_argument("--chunk", type=int, default=1024, help="also measure batches larger than this mapped in "
+                    "chunks of this many states (0: do not)")
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
     robots = args.robots or (["talos_full_v2"] if args.quick else ["panda", "go1", "talos_full_v2"])
@@ -178,7 +206,7 @@ def main():
         batches = sorted(set(batches) | {65536, 262144})
     grad_batch = args.grad_batch or min(4096, max(batches))
     name = "dynamics-quick" if args.quick else "dynamics"  # a quick run keeps the full grid's file
-    rows = run(robots, batches, dtypes, grad_batch, algorithms=args.algorithms,
+    rows = run(robots, batches, dtypes, grad_batch, algorithms=args.algorithms, chunk=args.chunk,
                checkpoint=None if args.no_save else lambda r: save(name, {"machine": machine(), "results": r}))
     if not args.no_save:
         path = save(name, {"machine": machine(), "results": rows})

@@ -105,14 +105,19 @@ def _fmt(x, unit=""):
 def _dynamics_rows(res):
     rows = []
     for r in res.get("results", []):
+        chunked = f" (in chunks of {r['chunk']}: {{}})" if "chunk" in r else ""
         if r["algorithm"] == "grad_aba":
             rows.append((f"grad(ABA) / ABA, {r['robot']} {r['dtype']} batch {r['batch']}",
-                         _fmt(r["cost_vs_forward"], "x"), f"compile {r['compile_s']:.1f} s"))
+                         _fmt(r["cost_vs_forward"], "x") + chunked.format(_fmt(r.get("chunked_cost_vs_forward"), "x")),
+                         f"compile {r['compile_s']:.1f} s"))
         elif r["batch"] == max(x["batch"] for x in res["results"] if x["algorithm"] == r["algorithm"]):
             peer = "Pinocchio parallel" if r["algorithm"] != "crba" else "Pinocchio loop"
+            us = (f"{1e6 / r['states_per_s']:.3g} us/state"
+                  + chunked.format(f"{1e6 / r['chunked_states_per_s']:.3g}" if chunked else ""))
             rows.append((f"{r['algorithm'].upper()}, {r['robot']} {r['dtype']} batch {r['batch']}",
-                         f"{1e6 / r['states_per_s']:.3g} us/state, compile {r['compile_s']:.1f} s",
-                         f"{_fmt(r['ratio_vs_pinocchio'], 'x')} {peer}"))
+                         f"{us}, compile {r['compile_s']:.1f} s",
+                         f"{_fmt(r['ratio_vs_pinocchio'], 'x')}"
+                         + chunked.format(_fmt(r.get("chunked_ratio_vs_pinocchio"), "x")) + f" {peer}"))
     return rows
 
 
