@@ -9,7 +9,7 @@ For each robot, algorithm, precision and batch: jaxmb's jit(vmap(f)) states/s an
 all-core ``abaInParallel``/``rneaInParallel`` (no parallel CRBA exists: its single-call loop is the peer) and
 its single-call Python loop; the ratio jaxmb / Pinocchio-parallel; the scratch memory of one call and the minor
 page faults it takes. Batches larger than ``--chunk`` (default 1024) are also measured mapped in chunks,
-``jax.lax.map(f, states, batch_size=chunk)``, each chunk one ``vmap`` (benchmarks/README.md, "Scratch memory").
+``jaxmb.chunked_vmap(f, chunk_size=chunk)``, each chunk one ``vmap`` (benchmarks/README.md, "Scratch memory").
 Also the cost of ``grad(sum(forward_dynamics))`` (w.r.t. q, qd, tau) relative to the forward call, both ways. Writes
 ``benchmarks/results/dynamics-<backend>-<cores>core.json`` (after each robot and precision, so a run cut short
 keeps what it measured) and a plot beside it. Without Pinocchio installed, its figures are None and only jaxmb is
@@ -36,11 +36,9 @@ ALGORITHMS = {
 
 
 def batched(fn, chunk=None):
-    """jit of ``fn`` (one state) over a batch: one `vmap`, or with ``chunk`` a `jax.lax.map` over chunks of
-    ``chunk`` states, each chunk one `vmap`."""
-    if chunk is None:
-        return jaxmb.jit(jax.vmap(fn))
-    return jaxmb.jit(lambda *states: jax.lax.map(lambda s: fn(*s), states, batch_size=chunk))
+    """jit of ``fn`` (one state) over a batch: one `vmap`, or with ``chunk`` `jaxmb.chunked_vmap` (a
+    `jax.lax.map` over chunks of ``chunk`` states, each chunk one `vmap`)."""
+    return jaxmb.jit(jax.vmap(fn) if chunk is None else jaxmb.chunked_vmap(fn, chunk_size=chunk))
 
 
 def jaxmb_states(model, batch, dtype, seed=0):

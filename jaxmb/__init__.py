@@ -1,12 +1,14 @@
 """jaxmb: recursive multibody dynamics in JAX, after Jain's Spatial Operator Algebra.
 
 Every function takes one state and is pure, so ``jax.jit``, ``jax.vmap`` and ``jax.grad`` compose with it;
-`jaxmb.jit` is ``jax.jit`` with the XLA options that compile jaxmb's programs fastest on the CPU.
+`jaxmb.jit` is ``jax.jit`` with the XLA options that compile jaxmb's programs fastest on the CPU, and
+`jaxmb.chunked_vmap` is ``jax.vmap`` computed a chunk of states at a time (faster for large batches on the CPU).
 Conventions: spatial vectors angular first ``[w; v]``; quaternions ``[w, x, y, z]``; gravity is physical
 (``model.gravity``, default ``[0, 0, -9.81]``). See README.md and docs in each module.
 """
 
 from jaxmb import assets, joints, operators, spatial
+from jaxmb.batching import chunked_vmap
 from jaxmb.compilation import jit
 from jaxmb.configuration import configuration_rate, integrate, neutral_configuration, random_configuration
 from jaxmb.dynamics.articulated import ArticulatedBody, articulated_body, forward_dynamics
