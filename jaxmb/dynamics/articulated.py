@@ -71,12 +71,12 @@ def _ldl(D):
     return L, d
 
 
-def solve_small(D, x):
-    """``D^-1 x`` for a small symmetric positive definite ``D`` (n, n) and ``x`` (n, c): a division for the common
-    n = 1, an unrolled ``L D L*`` solve otherwise."""
+def solve_log_det(D, x):
+    """``(D^-1 x, log det D)`` for a small symmetric positive definite ``D`` (n, n) and ``x`` (n, c), from one
+    factorization: a division for the common n = 1, an unrolled ``L D L*`` solve otherwise."""
     n = D.shape[-1]
     if n == 1:
-        return x / D
+        return x / D, jnp.log(D[..., 0, 0])
     L, d = _ldl(D)
     y = []
     for i in range(n):  # L y = x
@@ -84,11 +84,12 @@ def solve_small(D, x):
     z = [None] * n
     for i in reversed(range(n)):  # L* z = diag(d)^-1 y
         z[i] = y[i] / d[i][..., None] - sum(L[k, i][..., None] * z[k] for k in range(i + 1, n))
-    return jnp.stack(z, -2)
+    return jnp.stack(z, -2), sum(jnp.log(dj) for dj in d)
 
 
-def _log_det(D):
-    return jnp.log(D[0, 0]) if D.shape[-1] == 1 else sum(jnp.log(dj) for dj in _ldl(D)[1])
+def solve_small(D, x):
+    """``D^-1 x`` for a small symmetric positive definite ``D`` (n, n) and ``x`` (n, c) (`solve_log_det`)."""
+    return solve_log_det(D, x)[0]
 
 
 def _swap(A):
@@ -102,9 +103,10 @@ def _articulated_step(children, X_k, M_k, a_k, b_k, H_k, T_k, A_k):
     z = z_children + mv(P, a_k) + b_k  # z(k) = sum_j phi(k, j) z+(j) + P a(k) + b(k)    (7.42)
     PH = mm(P, H_k.T)  # P(k) H*(k)                                              (6, n)
     D = mm(H_k, PH) + jnp.diag(A_k)  # D(k) = H(k) P(k) H*(k) + diag(armature(k))  (6.13)
-    G = _swap(solve_small(D, PH.T))  # G(k) = P(k) H*(k) D^-1(k), the Kalman gain  (6, n)
     eps = T_k - mv(H_k, z)  # eps(k) = T(k) - H(k) z(k)
-    nu = solve_small(D, eps[:, None])[:, 0]  # nu(k) = D^-1(k) eps(k)
+    Dinv, log_det_D = solve_log_det(D, jnp.concatenate([PH.T, eps[:, None]], 1))  # D^-1 [H P, eps], one factor
+    G = _swap(Dinv[:, :6])  # G(k) = P(k) H*(k) D^-1(k), the Kalman gain  (6, n)
+    nu = Dinv[:, 6]  # nu(k) = D^-1(k) eps(k)
     tau_bar = jnp.eye(6, dtype=P.dtype) - mm(G, H_k)  # tau_bar(k) = I - G(k) H(k)            (6.16)
     P_plus = P - mm(G, PH.T)  # P+(k) = tau_bar(k) P(k) = P - G H P
     z_plus = z + mv(G, eps)  # z+(k) = z(k) + G(k) eps(k)
@@ -112,7 +114,7 @@ def _articulated_step(children, X_k, M_k, a_k, b_k, H_k, T_k, A_k):
     K = phi(X_k, G.T)  # K(parent, k) = phi(parent, k) G(k), by columns                         (6.36)
     D_rows = jnp.pad(D, ((0, 0), (0, 6 - n)))
     to_parent = (phi_congruence(X_k, P_plus), phi(X_k, z_plus))
-    return to_parent, (P, P_plus, tau_bar, psi, z, z_plus, _log_det(D)), (G.T, K, D_rows, eps, nu)
+    return to_parent, (P, P_plus, tau_bar, psi, z, z_plus, log_det_D), (G.T, K, D_rows, eps, nu)
 
 
 def velocity_terms(model, q, qd, f_ext=None):
