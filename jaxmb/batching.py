@@ -4,9 +4,10 @@ XLA's CPU runtime allocates each call's scratch memory afresh, with the process'
 above its mmap threshold (at most 32 MiB) straight from the kernel and gives it back at the end of the call, so
 every call touches fresh pages and takes one page fault per 4 KiB of scratch. A batch of 4096 talos states needs
 68 MB of scratch for the ABA (in float32; 49 MB for the RNEA): 16 580 page faults per call, on which the kernel
-spends about 30 ms of each ~100 ms call. Mapped in chunks of 1024 states, the same batch runs 1.7x (ABA) and 2.2x (RNEA) faster
-(benchmarks/README.md, "Scratch memory"). Where the scratch of one call stays small (a short robot, a small batch,
-or the GPU, whose allocator keeps its memory) chunks gain nothing and a plain `jax.vmap` is as fast or faster.
+spends about 30 ms of each ~100 ms call. Mapped in chunks of 1024 states, the same batch ran 1.7x (ABA) and 2.2x
+(RNEA) faster in one run (benchmarks/README.md, "Scratch memory", with the spread over runs). Where the scratch
+of one call stays small (a short robot, a small batch, or the GPU, whose allocator keeps its memory) chunks gain
+nothing and a plain `jax.vmap` is as fast or faster.
 """
 
 import jax
