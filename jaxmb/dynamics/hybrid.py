@@ -29,9 +29,10 @@ def _hybrid_step(children, X_k, M_k, a_k, b_k, H_k, u_k, m_k, A_k):
     H_f = (1.0 - m_k)[:, None] * H_k  # the free rows of H(k)
     PH = mm(P, H_f.T)
     D = mm(H_f, PH) + jnp.diag((1.0 - m_k) * A_k + m_k)  # D on the free coordinates, I on the prescribed ones
-    G = jnp.swapaxes(solve_small(D, PH.T), -1, -2)  # zero columns for prescribed coordinates
     eps = (1.0 - m_k) * (u_k - mv(H_k, z))
-    nu = solve_small(D, eps[:, None])[:, 0]
+    Dinv = solve_small(D, jnp.concatenate([PH.T, eps[:, None]], 1))  # D^-1 [H P, eps], one factorization
+    G = jnp.swapaxes(Dinv[:, :6], -1, -2)  # zero columns for prescribed coordinates
+    nu = Dinv[:, 6]
     P_plus = P - mm(G, PH.T)
     z_plus = z + mv(G, eps)
     return (phi_congruence(X_k, P_plus), phi(X_k, z_plus)), (P_plus, z_plus), (G.T, nu)
