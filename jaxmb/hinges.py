@@ -62,8 +62,9 @@ def hinge_project(model, H, f):
 
 
 def body_inertias(model):
-    """Spatial inertia of every body about its frame origin, (nb, 6, 6) (2.11)."""
-    return spatial_inertia(model.mass, model.com, model.inertia)
+    """Spatial inertia of every body about its frame origin, (nb, 6, 6) (2.11), from the symmetric part of
+    ``model.inertia``: every algorithm then sees the same inertia, and gradients with respect to it are symmetric."""
+    return spatial_inertia(model.mass, model.com, 0.5 * (model.inertia + jnp.swapaxes(model.inertia, -1, -2)))
 
 
 def base_acceleration(model):

@@ -16,9 +16,11 @@ from jax.test_util import check_grads
 
 import checks
 import jaxmb
+from jaxmb.dynamics.articulated import articulated_body
 from jaxmb.testing import random_model, random_state
 
 RTOL = 1e-12  # float64: the same computation traced differently (jit, vmap) agrees to rounding
+IMPLICIT_RTOL = 1e-10  # one derivative by two computations: the implicit function theorem and the sweeps' autodiff
 FLOAT32_RTOL = 1e-3  # the float32 tolerance: float32 results against float64 ones, relative to the largest entry
 
 
@@ -143,6 +145,52 @@ def test_check_grads_of_forward_and_inverse_dynamics(point):
         assert np.all(np.isfinite(x))
     if point == "random":
         assert min(np.abs(c).max() for c in cotangents) > 1e-3  # every argument matters (at rest, dC/dqd = 0)
+
+
+def _through_the_sweeps(m, q, qd, tau, f_ext):
+    return articulated_body(m, q, qd, tau, f_ext).qdd
+
+
+@checks.fast_jit(static_argnums=0)
+def _forward_dynamics_derivatives(fd, m, q, qd, tau, f_ext, directions):
+    """Reverse mode in every argument (the model's leaves included), one forward-mode directional derivative in
+    all of them at once, and the Hessian in the model and the state, of ``sum(sin(fd(...)))`` or of ``fd``."""
+    args = (m, q, qd, tau, f_ext)
+    loss = lambda *a: jnp.sum(jnp.sin(fd(*a)))  # noqa: E731
+    return (jax.grad(loss, argnums=range(5))(*args), jax.jvp(fd, args, directions)[1],
+            jax.hessian(loss, argnums=(0, 1, 2))(*args))
+
+
+def test_forward_dynamics_derivatives_equal_autodiff_through_the_sweeps():
+    """`forward_dynamics` differentiates by the implicit function theorem, ``d qdd = M^-1 (d tau - d ID)``; its
+    gradient, a directional derivative and the second derivatives (the rule differentiated again) equal those of
+    autodiff through the three AB sweeps, in the state, ``f_ext`` and every model parameter (armature and a
+    non-symmetric inertia direction included)."""
+    m = random_model(20, n_bodies=4, joint_mix="mixed", floating_base=True, branching=0.5, armature=True)
+    args = tuple(x[0] for x in states(1, seed=6))
+    flat, tree = jax.tree.flatten((m, *args))
+    keys = jax.random.split(jax.random.PRNGKey(1), len(flat))
+    directions = jax.tree.unflatten(tree, [jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, flat)])
+    implicit = _forward_dynamics_derivatives(jaxmb.forward_dynamics, m, *args, directions)
+    sweeps = _forward_dynamics_derivatives(_through_the_sweeps, m, *args, directions)
+    assert_tree_close(implicit, sweeps, rtol=IMPLICIT_RTOL)
+    grad_inertia = implicit[0][0].inertia
+    assert_close(grad_inertia, jnp.swapaxes(grad_inertia, 1, 2))  # the inertia enters by its symmetric part
+
+
+@jax.jit
+def _forward_dynamics_of_inertia(inertia, armature, q, qd, tau):
+    return jaxmb.forward_dynamics(model().replace(inertia=inertia, armature=armature), q, qd, tau)
+
+
+def test_check_grads_of_forward_dynamics_in_the_inertias():
+    """`check_grads` (forward and reverse mode) of the implicit derivatives against finite differences of
+    `forward_dynamics` itself, in the rotational inertias (in any direction, symmetric or not), the armature and
+    the state."""
+    q, qd, tau, _ = (x[0] for x in states(1, seed=7))
+    args = (model().inertia, jnp.full(model().nv, 0.1), q, qd, tau)
+    with checks.multiply_reduce_products():  # each derivative compiles one program
+        check_grads(_forward_dynamics_of_inertia, args, order=1, modes=("fwd", "rev"))
 
 
 @jax.jit

@@ -8,12 +8,22 @@ the world's acceleration ``alpha(world) = [0; -g]``, so pass 2 uses ``nu`` rathe
 
 Armature (`Model.armature`, reflected rotor inertia) adds ``diag(armature_k)`` to ``D(k)``; the gain
 ``G = P H* D^-1`` and ``P+ = P - G H P`` keep their formulas, and the sweeps then invert ``M(q) + diag(armature)``.
+
+Derivatives of `forward_dynamics` (any mode, any order) are not taken through the three sweeps but by the implicit
+function theorem on ``ID(q, qd, FD(q, qd, tau)) = tau``: ``d qdd = M^-1 (d tau - d ID)``, with ``d ID`` the
+derivative of Newton-Euler at the fixed ``qdd`` (in ``q``, ``qd``, ``f_ext`` and every model parameter) and
+``M^-1`` applied with the factors the forward sweep already has, ``M^-1 = [I - H psi K]* D^-1 [I - H psi K]``
+(7.18). Reverse mode transposes this, so a gradient costs the forward call, one Newton-Euler gradient and two
+vector sweeps: about 3x the forward call on talos, against 5x through the sweeps (benchmarks/README.md).
 """
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
+from jax.custom_derivatives import SymbolicZero
 
+from jaxmb.dynamics.inverse import inverse_dynamics
 from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, hinge_motion, joint_poses
 from jaxmb.kinematics import _velocity_step
 from jaxmb.model import check_shapes
@@ -158,10 +168,68 @@ def articulated_body(model, q, qd, tau, f_ext=None) -> ArticulatedBody:
                            nu, qdd)
 
 
+def _innovations_step(z_children, X_k, H_k, G_k, D_k, x_k):
+    n = H_k.shape[0]
+    eps = x_k - mv(H_k, z_children)  # eps(k) = x(k) - H(k) z(k), z(k) = sum_j phi(k, j) z+(j)
+    nu = solve_small(D_k[:, :n], eps[:, None])[:, 0]  # nu(k) = D^-1(k) eps(k)
+    z_plus = z_children + mv(G_k.T, eps)  # z+(k) = z(k) + G(k) eps(k)
+    return phi(X_k, z_plus), z_plus, nu
+
+
+def _solve_factored(model, X, H, ab, x):
+    """``M^-1 x`` (nv,) from the factors ``G, D`` of ``ab`` (7.18): an up sweep for ``nu = D^-1 [I - H psi K] x``,
+    then pass 2 of Alg 7.2 with ``a = 0`` from a still world for ``[I - H psi K]* nu``. Vectors only."""
+    topo, zero = model.topology, jnp.zeros(6, x.dtype)
+    _, nu = up(topo, _innovations_step, zero, X, dofs=(H, ab.G, ab.D, x))
+    _, y = down(topo, _acceleration_step, zero, X, jnp.zeros_like(ab.a), dofs=(ab.G, nu, H))
+    return y
+
+
+def _jvp_of_nonzero(fun, primals, tangents):
+    """``jax.jvp(fun, primals, tangents)[1]`` over the leaves whose tangent is not a symbolic zero; None if all
+    are. Leaves without a tangent stay constants, so no work is spent on their zero derivatives."""
+    flat, tree = jax.tree.flatten(primals)
+    flat_dot = jax.tree.leaves(tangents, is_leaf=lambda t: isinstance(t, SymbolicZero))
+    live = [i for i, t in enumerate(flat_dot) if not isinstance(t, SymbolicZero)]
+    if not live:
+        return None
+
+    def of_live(*xs):
+        leaves = list(flat)
+        for i, x in zip(live, xs):
+            leaves[i] = x
+        return fun(*jax.tree.unflatten(tree, leaves))
+
+    return jax.jvp(of_live, tuple(flat[i] for i in live), tuple(flat_dot[i] for i in live))[1]
+
+
+@jax.custom_jvp
+def _accelerations(model, q, qd, tau, f_ext):
+    return articulated_body(model, q, qd, tau, f_ext).qdd
+
+
+def _accelerations_jvp(primals, tangents):
+    model, q, qd, tau, f_ext = primals
+    model_dot, q_dot, qd_dot, tau_dot, f_ext_dot = tangents
+    ab = articulated_body(model, q, qd, tau, f_ext)
+    # d qdd = M^-1 (d tau - d ID), d ID the derivative of Newton-Euler with qdd held fixed
+    dID = _jvp_of_nonzero(lambda m, q, qd, f: inverse_dynamics(m, q, qd, ab.qdd, f),
+                          (model, q, qd, f_ext), (model_dot, q_dot, qd_dot, f_ext_dot))
+    if isinstance(tau_dot, SymbolicZero):
+        r = -dID
+    else:
+        r = tau_dot if dID is None else tau_dot - dID
+    return ab.qdd, _solve_factored(model, joint_poses(model, q), hinge_map(model), ab, r)
+
+
+_accelerations.defjvp(_accelerations_jvp, symbolic_zeros=True)
+
+
 def forward_dynamics(model, q, qd, tau, f_ext=None):
     """Joint accelerations ``qdd = M^-1 (tau - C(q, qd) + J* f_ext)`` (nv,) by the articulated-body algorithm,
-    ``M`` including the armature.
+    ``M`` including the armature. Differentiable in every argument and model parameter, in forward and reverse
+    mode, by the implicit function theorem on Newton-Euler (module docstring).
 
     Args: q (nq,), qd (nv,), tau (nv,), f_ext (nb, 6) or None (body coordinates, about the body origins).
     """
-    return articulated_body(model, q, qd, tau, f_ext).qdd
+    return _accelerations(model, q, qd, tau, f_ext)

@@ -10,7 +10,7 @@ diagonal blocks, and zero between unrelated joints.
 
 import jax.numpy as jnp
 
-from jaxmb.dynamics.articulated import articulated_body
+from jaxmb.dynamics.articulated import articulated_body, forward_dynamics
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.model import check_shapes
 from jaxmb.sweeps import ancestor_walk
@@ -70,10 +70,11 @@ def mass_matrix_inverse(model, q):
 
 def mass_matrix_inverse_times(model, q, x):
     """``M(q)^-1 x`` (nv,) in O(N) without forming ``M``: the articulated-body sweeps with ``x`` as the joint
-    forces, at zero velocity and without gravity. Under ``vmap`` over ``x`` the ``q``-only sweep runs once."""
+    forces, at zero velocity and without gravity (with `forward_dynamics`'s derivatives). Under ``vmap`` over ``x``
+    the ``q``-only sweep runs once."""
     check_shapes(model, q=q, tau=x)
     still = model.replace(gravity=jnp.zeros_like(model.gravity))
-    return articulated_body(still, q, jnp.zeros_like(x), x).qdd
+    return forward_dynamics(still, q, jnp.zeros_like(x), x)
 
 
 def log_det_mass_matrix(model, q):
