@@ -9,9 +9,11 @@ This library names the sweeps by direction (down/up) to sidestep the clash betwe
 meaning of scatter and gather.
 
 The loop runs over depth levels in Python (static and short: depth, not body count, is the sequential length);
-each level is one `vmap` of the per-body ``step`` over a contiguous slice of bodies. Steps are written for one
+each level is one `vmap` of the per-body ``step`` over a contiguous range of bodies. Steps are written for one
 body, as the book's recursion. The world is a virtual parent row: `down` hands ``root`` to the first level, `up`
-drops what the first level sends to the world.
+drops what the first level sends to the world. A sweep cuts its inputs into the levels' ranges with one
+`lax.split`, whose transpose is one concatenate: with a slice per level, a gradient would pad each level's
+cotangent to all nb rows and add the pads (talos: Newton-Euler's gradient 1.4x faster, benchmarks/README.md).
 
 Runs of levels in which every body has at most one child (the limbs of a robot, a long chain) are *chain
 segments* (`jaxmb.topology.Segment`): one `lax.scan` over their levels, each chain in a fixed slot, so the
@@ -34,14 +36,42 @@ from jaxmb.spatial import dot, mv, phi
 from jaxmb.topology import Topology
 
 
-def _rows(x, start, stop):
-    return jax.tree.map(lambda a: a[start:stop], x)
+def _split_rows(x, bounds):
+    """The pytree ``x`` (n, ...) cut into the row ranges ``bounds`` [(start, stop), ...] that tile ``0:n``, by one
+    `lax.split` per leaf. Its transpose is one concatenate; a slice's transpose would be a pad to all n rows, and a
+    gradient would add one such full-size pad per level."""
+    sizes = [stop - start for start, stop in bounds]
+    if len(sizes) == 1:
+        return [x]
+    leaves, tree = jax.tree.flatten(x)
+    cut = [jax.lax.split(a, sizes) for a in leaves]
+    return [jax.tree.unflatten(tree, [c[i] for c in cut]) for i in range(len(sizes))]
+
+
+def _pieces(topo, args, dofs):
+    """Per segment, the rows its steps read: ``[(args_rows, dofs_rows), ...]``, one pair per group of a one-level
+    segment (one for the whole level when there are no ``dofs``) and one for a chain segment's whole range."""
+    parts = []
+    for seg in topo.segments:
+        first, last = topo.levels[seg.first], topo.levels[seg.last - 1]
+        if seg.last - seg.first == 1 and dofs:
+            parts.append([((g.start, g.stop), (g.v_start, g.v_stop)) for g in first.groups])
+        else:
+            parts.append([((first.start, last.stop), (first.groups[0].v_start, last.groups[-1].v_stop))])
+    flat = [p for seg_parts in parts for p in seg_parts]
+    a = _split_rows(args, [p[0] for p in flat])
+    d = _split_rows(dofs, [p[1] for p in flat]) if dofs else [()] * len(flat)
+    pieces, i = [], 0
+    for seg_parts in parts:
+        pieces.append(list(zip(a[i : i + len(seg_parts)], d[i : i + len(seg_parts)])))
+        i += len(seg_parts)
+    return pieces
 
 
 def _per_body_dofs(x, group):
-    """Rows ``v_start:v_stop`` of a (nv, ...) pytree, as (bodies, nv_k, ...)."""
+    """A group's (nv_group, ...) coordinate rows as (bodies, nv_k, ...)."""
     n = group.stop - group.start
-    return jax.tree.map(lambda a: a[group.v_start : group.v_stop].reshape((n, group.nv) + a.shape[1:]), x)
+    return jax.tree.map(lambda a: a.reshape((n, group.nv) + a.shape[1:]), x)
 
 
 def _concat(parts):
@@ -52,14 +82,15 @@ def _flatten_dofs(x):
     return jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), x)
 
 
-def _level(step, lvl, carried, args, dofs):
-    """Run ``step`` over one level: one vmap, or one per group of equal nv when coordinates are involved."""
+def _level(step, lvl, carried, pieces, dofs):
+    """Run ``step`` over one level: one vmap, or one per group of equal nv when coordinates are involved
+    (``pieces``: the level's rows from `_pieces`)."""
     if not dofs:
-        return jax.vmap(step)(carried, *_rows(args, lvl.start, lvl.stop))
+        return jax.vmap(step)(carried, *pieces[0][0])
     outs = []
-    for g in lvl.groups:
-        local = (g.start - lvl.start, g.stop - lvl.start)
-        outs.append(jax.vmap(step)(_rows(carried, *local), *_rows(args, g.start, g.stop), *_per_body_dofs(dofs, g)))
+    groups = _split_rows(carried, [(g.start - lvl.start, g.stop - lvl.start) for g in lvl.groups])
+    for g, carried_g, (args_g, dofs_g) in zip(lvl.groups, groups, pieces):
+        outs.append(jax.vmap(step)(carried_g, *args_g, *_per_body_dofs(dofs_g, g)))
     *body, dof = zip(*outs)
     return (*(_concat(list(b)) for b in body), _concat([_flatten_dofs(d) for d in dof]))
 
@@ -67,10 +98,13 @@ def _level(step, lvl, carried, args, dofs):
 # -- chain segments: runs of levels swept by one lax.scan, each chain in a fixed slot (jaxmb.topology.Segment) --
 
 
-def _to_slots(seg, args, dofs):
-    """A chain segment's inputs per level: ``args`` as (L, W, ...), ``dofs`` as (L, W, nv, ...)."""
-    a = jax.tree.map(lambda x: take_rows(x, seg.body.reshape(-1)).reshape(seg.body.shape + x.shape[1:]), args)
-    d = jax.tree.map(lambda x: take_rows(x, seg.dofs.reshape(-1)).reshape(seg.dofs.shape + x.shape[1:]), dofs)
+def _to_slots(topo, seg, args, dofs):
+    """A chain segment's inputs per level, from its rows (`_pieces`): ``args`` as (L, W, ...), ``dofs`` as
+    (L, W, nv, ...)."""
+    first = topo.levels[seg.first]
+    body, dof = seg.body.reshape(-1) - first.start, seg.dofs.reshape(-1) - first.groups[0].v_start
+    a = jax.tree.map(lambda x: take_rows(x, body).reshape(seg.body.shape + x.shape[1:]), args)
+    d = jax.tree.map(lambda x: take_rows(x, dof).reshape(seg.dofs.shape + x.shape[1:]), dofs)
     return a, d
 
 
@@ -95,7 +129,7 @@ def _scan_down(topo, s, step, carried, args, dofs):
         out = jax.vmap(step)(carried, *x[0], *x[1])
         return (out[0] if dofs else out), out
 
-    _, out = jax.lax.scan(level, carried, _to_slots(seg, args, dofs))
+    _, out = jax.lax.scan(level, carried, _to_slots(topo, seg, args, dofs))
     return _from_slots(seg, *out) if dofs else _from_slots(seg, out)
 
 
@@ -111,7 +145,7 @@ def _scan_up(topo, s, step, acc, args, dofs):
         sent = jax.tree.map(lambda t: jnp.where(real.reshape((-1,) + (1,) * (t.ndim - 1)), t, 0), res[0])
         return sent, res[1:]  # pads send nothing
 
-    sent, res = jax.lax.scan(level, acc, (_to_slots(seg, args, dofs), seg.real), reverse=True)
+    sent, res = jax.lax.scan(level, acc, (_to_slots(topo, seg, args, dofs), seg.real), reverse=True)
     return (sent, *_from_slots(seg, *res)) if dofs else (sent, _from_slots(seg, *res))
 
 
@@ -131,13 +165,13 @@ def down(topo: Topology, step, root, *args, dofs=()):
         values (nb, ...), and with ``dofs`` also the coordinate outputs (nv, ...).
     """
     values, dof_outs, prev = [], [], None
-    for s, seg in enumerate(topo.segments):
+    for s, (seg, pieces) in enumerate(zip(topo.segments, _pieces(topo, args, dofs))):
         lvl = topo.levels[seg.first]
         carried = _broadcast(root, lvl.stop - lvl.start) if prev is None else take_rows(prev, lvl.parent)
         if seg.last - seg.first == 1:
-            out = _level(step, lvl, carried, args, dofs)
+            out = _level(step, lvl, carried, pieces, dofs)
         else:
-            out = _scan_down(topo, s, step, carried, args, dofs)
+            out = _scan_down(topo, s, step, carried, *pieces[0])
         body = out[0] if dofs else out
         n_last = topo.levels[seg.last - 1].stop - topo.levels[seg.last - 1].start
         prev = jax.tree.map(lambda v: v[len(v) - n_last :], body)
@@ -160,16 +194,17 @@ def up(topo: Topology, step, zero, *args, dofs=()):
         outs (nb, ...), and with ``dofs`` also the coordinate outputs (nv, ...).
     """
     outs, dof_outs, sent = [], [], None
+    pieces = _pieces(topo, args, dofs)
     for s in reversed(range(len(topo.segments))):
         seg = topo.segments[s]
         last = topo.levels[seg.last - 1]
         n = last.stop - last.start
         acc = _broadcast(zero, n) if sent is None else sum_rows(sent, topo.levels[seg.last].parent, n)
         if seg.last - seg.first == 1:
-            res = _level(step, last, acc, args, dofs)
+            res = _level(step, last, acc, pieces[s], dofs)
         else:
             gather = np.where(seg.real[-1], seg.body[-1] - last.start, 0)  # a pad receives any body's sum
-            res = _scan_up(topo, s, step, take_rows(acc, gather), args, dofs)
+            res = _scan_up(topo, s, step, take_rows(acc, gather), *pieces[s][0])
         sent = res[0]
         outs.insert(0, res[1])
         if dofs:
