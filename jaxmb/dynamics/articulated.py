@@ -14,7 +14,7 @@ function theorem on ``ID(q, qd, FD(q, qd, tau)) = tau``: ``d qdd = M^-1 (d tau -
 derivative of Newton-Euler at the fixed ``qdd`` (in ``q``, ``qd``, ``f_ext`` and every model parameter) and
 ``M^-1`` applied with the factors the forward sweep already has, ``M^-1 = [I - H psi K]* D^-1 [I - H psi K]``
 (7.18). Reverse mode transposes this, so a gradient costs the forward call, one Newton-Euler gradient and two
-vector sweeps: 2.7-2.8x the forward call on talos, against 5-5.5x through the sweeps (benchmarks/README.md).
+vector sweeps: 2.1-2.8x the forward call on talos, against 5-5.5x through the sweeps (benchmarks/README.md).
 """
 
 from typing import NamedTuple
@@ -155,6 +155,11 @@ def articulated_body(model, q, qd, tau, f_ext=None) -> ArticulatedBody:
     Args: q (nq,), qd (nv,), tau (nv,), f_ext (nb, 6) or None (body coordinates, about the body origins).
     Under ``jit``, outputs that are not used are not computed.
     """
+    return _articulated_body_and_joints(model, q, qd, tau, f_ext)[0]
+
+
+def _articulated_body_and_joints(model, q, qd, tau, f_ext):
+    """`articulated_body`, and the joint poses ``X`` and hinge map ``H`` it was computed with."""
     check_shapes(model, q=q, qd=qd, tau=tau, f_ext=f_ext)
     topo = model.topology
     X, H, M, a, b = velocity_terms(model, q, qd, f_ext)  # pass 0
@@ -164,8 +169,9 @@ def articulated_body(model, q, qd, tau, f_ext=None) -> ArticulatedBody:
     G, K, D, eps, nu = dof
     alpha, qdd = down(topo, _acceleration_step, base_acceleration(model), X, a, dofs=(G, nu, H))  # pass 2
     alpha_plus = alpha - hinge_motion(model, H, qdd) - a
-    return ArticulatedBody(P, P_plus, tau_bar, psi, z, z_plus, a, b, alpha, alpha_plus, log_det_D, G, K, D, eps,
-                           nu, qdd)
+    ab = ArticulatedBody(P, P_plus, tau_bar, psi, z, z_plus, a, b, alpha, alpha_plus, log_det_D, G, K, D, eps, nu,
+                         qdd)
+    return ab, X, H
 
 
 def _innovations_step(z_children, X_k, H_k, G_k, D_k, x_k):
@@ -211,7 +217,7 @@ def _accelerations(model, q, qd, tau, f_ext):
 def _accelerations_jvp(primals, tangents):
     model, q, qd, tau, f_ext = primals
     model_dot, q_dot, qd_dot, tau_dot, f_ext_dot = tangents
-    ab = articulated_body(model, q, qd, tau, f_ext)
+    ab, X, H = _articulated_body_and_joints(model, q, qd, tau, f_ext)
     # d qdd = M^-1 (d tau - d ID), d ID the derivative of Newton-Euler with qdd held fixed
     dID = _jvp_of_nonzero(lambda m, q, qd, f: inverse_dynamics(m, q, qd, ab.qdd, f),
                           (model, q, qd, f_ext), (model_dot, q_dot, qd_dot, f_ext_dot))
@@ -219,7 +225,7 @@ def _accelerations_jvp(primals, tangents):
         r = -dID
     else:
         r = tau_dot if dID is None else tau_dot - dID
-    return ab.qdd, _solve_factored(model, joint_poses(model, q), hinge_map(model), ab, r)
+    return ab.qdd, _solve_factored(model, X, H, ab, r)
 
 
 _accelerations.defjvp(_accelerations_jvp, symbolic_zeros=True)
