@@ -27,7 +27,7 @@ from jaxmb.dynamics.inverse import inverse_dynamics
 from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, hinge_motion, joint_poses
 from jaxmb.kinematics import _velocity_step
 from jaxmb.model import check_shapes
-from jaxmb.spatial import cross_force, cross_motion, mm, mv, phi, phi_congruence, phi_star
+from jaxmb.spatial import cross_force, cross_motion, dot, mm, mv, phi, phi_congruence, phi_star
 from jaxmb.sweeps import down, up
 
 
@@ -81,12 +81,40 @@ def _ldl(D):
     return L, d
 
 
+def _inverse3(C):
+    """``(C^-1, det C)`` of a 3x3 matrix (..., 3, 3): the rows of the inverse are the cross products of its
+    columns over ``det C``."""
+    c0, c1, c2 = C[..., :, 0], C[..., :, 1], C[..., :, 2]
+    rows = jnp.stack([jnp.cross(c1, c2), jnp.cross(c2, c0), jnp.cross(c0, c1)], -2)
+    det = dot(c0, rows[..., 0, :])
+    return rows / det[..., None, None], det
+
+
+def _solve_blocks(D, x):
+    """`solve_log_det` for n = 6 by 3x3 blocks ``D = [[A, B], [B*, C]]``: the Schur complement ``S = A - B C^-1 B*``
+    eliminates ``C`` (the translational block of an articulated inertia, well conditioned), and
+    ``log det D = log det C + log det S``. Nine small products in place of a 6x6 ``L D L*``, whose 27 dependent
+    scalars XLA compiles as about 20 loops: the talos ABA compiles 0.45 s faster at the same speed and accuracy."""
+    A, B, C = D[..., :3, :3], D[..., :3, 3:], D[..., 3:, 3:]
+    x1, x2 = x[..., :3, :], x[..., 3:, :]
+    Ci, det_C = _inverse3(C)
+    BCi = mm(B, Ci)
+    S = A - mm(BCi, _swap(B))
+    Si, det_S = _inverse3(S)
+    z1 = mm(Si, x1 - mm(BCi, x2))  # S z1 = x1 - B C^-1 x2
+    z2 = mm(Ci, x2) - mm(_swap(BCi), z1)  # z2 = C^-1 (x2 - B* z1), C symmetric
+    return jnp.concatenate([z1, z2], -2), jnp.log(det_C) + jnp.log(det_S)
+
+
 def solve_log_det(D, x):
     """``(D^-1 x, log det D)`` for a small symmetric positive definite ``D`` (n, n) and ``x`` (n, c), from one
-    factorization: a division for the common n = 1, an unrolled ``L D L*`` solve otherwise."""
+    factorization: a division for the common n = 1, 3x3 blocks for a 6-dof joint (`_solve_blocks`), an unrolled
+    ``L D L*`` solve otherwise."""
     n = D.shape[-1]
     if n == 1:
         return x / D, jnp.log(D[..., 0, 0])
+    if n == 6:
+        return _solve_blocks(D, x)
     L, d = _ldl(D)
     y = []
     for i in range(n):  # L y = x
