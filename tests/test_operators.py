@@ -16,6 +16,7 @@ import pytest
 
 import checks
 import jaxmb
+from jaxmb.dynamics.articulated import solve_log_det
 from jaxmb.testing import random_model, random_state
 
 RTOL = 1e-10
@@ -372,8 +373,6 @@ def test_centroidal_momentum_matrix_times_qd_is_centroidal_momentum(name):
 def test_small_solves_equal_dense_solve_and_slogdet(n):
     """The per-joint solve of ``D(k)`` (a division, an unrolled ``L D L*``, or 3x3 blocks for six coordinates)
     against numpy, on well and badly conditioned (1e6) symmetric positive definite matrices."""
-    from jaxmb.dynamics.articulated import solve_log_det
-
     rng = np.random.default_rng(n)
     for cond in (10.0, 1e6):
         Q = np.linalg.qr(rng.standard_normal((n, n)))[0]
