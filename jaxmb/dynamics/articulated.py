@@ -14,7 +14,7 @@ function theorem on ``ID(q, qd, FD(q, qd, tau)) = tau``: ``d qdd = M^-1 (d tau -
 derivative of Newton-Euler at the fixed ``qdd`` (in ``q``, ``qd``, ``f_ext`` and every model parameter) and
 ``M^-1`` applied with the factors the forward sweep already has, ``M^-1 = [I - H psi K]* D^-1 [I - H psi K]``
 (7.18). Reverse mode transposes this, so a gradient costs the forward call, one Newton-Euler gradient and two
-vector sweeps: 2.1-2.8x the forward call on talos, against 5-5.5x through the sweeps (benchmarks/README.md).
+vector sweeps: 2.1-3.0x the forward call on talos, against 5-5.5x through the sweeps (benchmarks/README.md).
 """
 
 from typing import NamedTuple
