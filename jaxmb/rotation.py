@@ -9,7 +9,7 @@ Nothing here normalizes a quaternion: the dynamics take the configuration as giv
 
 import jax.numpy as jnp
 
-from jaxmb.spatial import mm, skew
+from jaxmb.spatial import cross3, mm, skew
 
 
 def wxyz_to_xyzw(q):
@@ -32,7 +32,7 @@ def quat_multiply(a, b):
     aw, av = a[..., :1], a[..., 1:]
     bw, bv = b[..., :1], b[..., 1:]
     w = aw * bw - jnp.sum(av * bv, -1, keepdims=True)
-    v = aw * bv + bw * av + jnp.cross(av, bv)
+    v = aw * bv + bw * av + cross3(av, bv)
     return jnp.concatenate([w, v], -1)
 
 

@@ -38,8 +38,29 @@ def _swap(A):
     return jnp.swapaxes(A, -1, -2)
 
 
+def _slice(x, k, axis):
+    return jax.lax.slice_in_dim(x, k, k + 1, axis=axis)
+
+
+def _expand(x, shape, dims=None):
+    return jax.lax.broadcast_in_dim(x, shape, tuple(range(len(shape))) if dims is None else dims)
+
+
+def _sum(terms):
+    total = terms[0]
+    for t in terms[1:]:
+        total = jax.lax.add(total, t)
+    return total
+
+
+# The unrolled forms are written in `lax` (slices of width one, broadcasts of their unit axes), not with numpy
+# indexing: they are traced again at every lowering of a product, and numpy indexing's tracing took half of it.
+
+
 def _mm_unrolled(A, B):
-    return sum(A[..., :, k, None] * B[..., None, k, :] for k in range(A.shape[-1]))
+    shape = A.shape[:-1] + B.shape[-1:]
+    return _sum([jax.lax.mul(_expand(_slice(A, k, -1), shape), _expand(_slice(B, k, -2), shape))
+                 for k in range(A.shape[-1])])
 
 
 def _mm_reduced(A, B):
@@ -47,7 +68,10 @@ def _mm_reduced(A, B):
 
 
 def _mv_unrolled(A, x):
-    return sum(A[..., :, k] * x[..., None, k] for k in range(A.shape[-1]))
+    shape, lead = A.shape[:-1] + (1,), x.ndim - 1
+    column = _sum([jax.lax.mul(_slice(A, k, -1), _expand(_slice(x, k, -1), shape, tuple(range(lead)) + (lead + 1,)))
+                   for k in range(A.shape[-1])])
+    return jax.lax.reshape(column, A.shape[:-1])
 
 
 def _mv_reduced(A, x):
@@ -55,7 +79,8 @@ def _mv_reduced(A, x):
 
 
 def _dot_unrolled(a, b):
-    return sum(a[..., i] * b[..., i] for i in range(a.shape[-1]))
+    return jax.lax.reshape(_sum([jax.lax.mul(_slice(a, i, -1), _slice(b, i, -1)) for i in range(a.shape[-1])]),
+                           a.shape[:-1])
 
 
 def _dot_reduced(a, b):
@@ -114,16 +139,25 @@ def skew(l):
 # -- cross products (1.23, 1.25) ------------------------------------------------------------------------------
 
 
+def cross3(a, b):
+    """``a x b`` of 3-vectors, ``(..., 3) x (..., 3) -> (..., 3)`` with broadcasting, as slices and one
+    concatenate along the last axis (`jnp.cross` moves the axis to the front and back: a transpose per call)."""
+    a, b = jnp.broadcast_arrays(a, b)
+    a0, a1, a2 = (_slice(a, i, -1) for i in range(3))
+    b0, b1, b2 = (_slice(b, i, -1) for i in range(3))
+    return jnp.concatenate([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], -1)
+
+
 def cross_motion(V, m):
     """``V~ m``: the motion cross product of two 6-vectors (Featherstone's ``V x m``)."""
     w, v = V[..., :3], V[..., 3:]
-    return jnp.concatenate([jnp.cross(w, m[..., :3]), jnp.cross(w, m[..., 3:]) + jnp.cross(v, m[..., :3])], -1)
+    return jnp.concatenate([cross3(w, m[..., :3]), cross3(w, m[..., 3:]) + cross3(v, m[..., :3])], -1)
 
 
 def cross_force(V, f):
     """``V-bar f = -(V~)* f``: the force cross product (Featherstone's ``V x* f``); ``b = V-bar M V`` (2.28)."""
     w, v = V[..., :3], V[..., 3:]
-    return jnp.concatenate([jnp.cross(w, f[..., :3]) + jnp.cross(v, f[..., 3:]), jnp.cross(w, f[..., 3:])], -1)
+    return jnp.concatenate([cross3(w, f[..., :3]) + cross3(v, f[..., 3:]), cross3(w, f[..., 3:])], -1)
 
 
 # -- rigid transforms (1.29-1.41) -----------------------------------------------------------------------------
@@ -160,19 +194,19 @@ def phi_star(A: Transform, V):
     """``V(k) = phi*(P, k) V(P)``: a motion vector from parent to child coordinates (1.33, 1.41)."""
     Rt = jnp.swapaxes(A.R, -1, -2)
     w, v = V[..., :3], V[..., 3:]
-    return jnp.concatenate([mv(Rt, w), mv(Rt, v - jnp.cross(A.p, w))], -1)
+    return jnp.concatenate([mv(Rt, w), mv(Rt, v - cross3(A.p, w))], -1)
 
 
 def phi_star_inv(A: Transform, V):
     """``V(P) = phi^{-*}(P, k) V(k)``: a motion vector from child to parent coordinates."""
     w, v = mv(A.R, V[..., :3]), mv(A.R, V[..., 3:])
-    return jnp.concatenate([w, v + jnp.cross(A.p, w)], -1)
+    return jnp.concatenate([w, v + cross3(A.p, w)], -1)
 
 
 def phi(A: Transform, f):
     """``f(P) = phi(P, k) f(k)``: a force from child to parent coordinates (1.47)."""
     n, F = mv(A.R, f[..., :3]), mv(A.R, f[..., 3:])
-    return jnp.concatenate([n + jnp.cross(A.p, F), F], -1)
+    return jnp.concatenate([n + cross3(A.p, F), F], -1)
 
 
 def phi_congruence(A: Transform, P):

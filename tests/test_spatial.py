@@ -125,6 +125,13 @@ def test_skew_is_cross_product_matrix(rng):
     assert_close(S, -np.swapaxes(S, -1, -2))
 
 
+def test_cross3_is_numpy_cross_with_broadcasting(rng):
+    a, b = rng.normal(size=(N, 3)), rng.normal(size=(N, 3))
+    assert_close(spatial.cross3(jnp.asarray(a), jnp.asarray(b)), np.cross(a, b))
+    assert_close(jax.jit(spatial.cross3)(a[0], b), np.cross(a[0], b))  # a broadcast over b's leading axis
+    assert_close(jax.vmap(spatial.cross3, (None, 0))(a[0], b), np.cross(a[0], b))
+
+
 def test_cross_motion_is_dense_motion_cross_matrix(rng):
     """cross_motion(V, m) == V~ m with V~ = [[w~, 0], [v~, w~]] (1.23)."""
     V, m = rng.normal(size=(2, N, 6))

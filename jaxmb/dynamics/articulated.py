@@ -27,7 +27,7 @@ from jaxmb.dynamics.inverse import inverse_dynamics
 from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, hinge_motion, joint_poses
 from jaxmb.kinematics import _velocity_step
 from jaxmb.model import check_shapes
-from jaxmb.spatial import cross_force, cross_motion, dot, mm, mv, phi, phi_congruence, phi_star
+from jaxmb.spatial import cross3, cross_force, cross_motion, dot, mm, mv, phi, phi_congruence, phi_star
 from jaxmb.sweeps import down, up
 
 
@@ -85,7 +85,7 @@ def _inverse3(C):
     """``(C^-1, det C)`` of a 3x3 matrix (..., 3, 3): the rows of the inverse are the cross products of its
     columns over ``det C``."""
     c0, c1, c2 = C[..., :, 0], C[..., :, 1], C[..., :, 2]
-    rows = jnp.stack([jnp.cross(c1, c2), jnp.cross(c2, c0), jnp.cross(c0, c1)], -2)
+    rows = jnp.stack([cross3(c1, c2), cross3(c2, c0), cross3(c0, c1)], -2)
     det = dot(c0, rows[..., 0, :])
     return rows / det[..., None, None], det
 

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jaxmb.hinges import body_inertias
 from jaxmb.kinematics import body_velocities, forward_kinematics, jacobians
 from jaxmb.spatial import kinetic_energy as _body_kinetic_energy
-from jaxmb.spatial import Transform, mm, mv, phi, transform_point
+from jaxmb.spatial import Transform, cross3, mm, mv, phi, transform_point
 
 
 def kinetic_energy(model, q, qd):
@@ -62,4 +62,4 @@ def centroidal_momentum(model, q, qd):
     the armature, as `centroidal_momentum_matrix`."""
     h = spatial_momentum(model, q, qd)  # about the world origin
     c = center_of_mass(model, q)
-    return jnp.concatenate([h[:3] - jnp.cross(c, h[3:]), h[3:]])
+    return jnp.concatenate([h[:3] - cross3(c, h[3:]), h[3:]])

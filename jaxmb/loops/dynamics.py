@@ -23,7 +23,7 @@ from jaxmb.dynamics.inverse import bias_forces as tree_bias_forces
 from jaxmb.dynamics.inverse import body_forces as tree_body_forces
 from jaxmb.dynamics.inverse import inverse_dynamics as tree_inverse_dynamics
 from jaxmb.kinematics import forward_kinematics, frame_poses
-from jaxmb.spatial import Transform, compose, inverse, phi, skew
+from jaxmb.spatial import Transform, compose, cross3, inverse, phi, skew
 from jaxmb.dynamics.mass import mass_matrix as tree_mass_matrix
 from jaxmb.loops.embedding import (
     constraint_bias,
@@ -129,7 +129,7 @@ def cut_joint_forces(lm, q, lam):
 
             def moved(twist):  # frame b displaced by the twist (w, v) given in frame a, to first order
                 w, v = twist[:3], twist[3:]
-                return cut.rows(d + v + jnp.cross(w, d), (jnp.eye(3, dtype=q.dtype) + skew(w)) @ R_ab)
+                return cut.rows(d + v + cross3(w, d), (jnp.eye(3, dtype=q.dtype) + skew(w)) @ R_ab)
 
             A = jax.jacfwd(moved)(jnp.zeros(6, q.dtype))  # (rows, 6)
             f = A.T @ lam_c  # on b, frame-a coordinates about frame a's origin
