@@ -6,23 +6,42 @@ nothing to the body forces.
 
 import jax.numpy as jnp
 
-from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, hinge_motion, hinge_project, joint_poses
+from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, joint_poses
 from jaxmb.model import check_shapes
 from jaxmb.spatial import cross_force, cross_motion, mv, phi, phi_star
 from jaxmb.sweeps import down, up
 
 
-def _motion_step(parent, X_k, vJ_k, aJ_k):
-    V_parent, alpha_parent = parent
-    V = phi_star(X_k, V_parent) + vJ_k  # V(k) = phi*(parent, k) V(parent) + H*(k) qd(k)
-    a = cross_motion(V, vJ_k)  # a(k) = V(k) x H*(k) qd(k)
-    alpha = phi_star(X_k, alpha_parent) + aJ_k + a  # alpha(k) = phi* alpha(parent) + H* qdd + a(k)
-    return V, alpha
+def _motion_step(parent, X_k, M_k, f_ext_k, H_k, qd_k, qdd_k):
+    V_parent, alpha_parent, _ = parent
+    vJ = mv(H_k.T, qd_k)  # H*(k) qd(k)
+    V = phi_star(X_k, V_parent) + vJ  # V(k) = phi*(parent, k) V(parent) + H*(k) qd(k)
+    a = cross_motion(V, vJ)  # a(k) = V(k) x H*(k) qd(k)
+    alpha = phi_star(X_k, alpha_parent) + mv(H_k.T, qdd_k) + a  # alpha(k) = phi* alpha(parent) + H* qdd + a(k)
+    f = mv(M_k, alpha) + cross_force(V, mv(M_k, V))  # M(k) alpha(k) + b(k),  b = V-bar M V
+    if f_ext_k is not None:
+        f = f - f_ext_k
+    return (V, alpha, f), ()
 
 
-def _force_step(f_children, X_k, f_k):
+def _force_step(f_children, X_k, f_k, H_k):
     f = f_children + f_k  # f(k) = sum_children phi(k, j) f(j) + M(k) alpha(k) + b(k) - f_ext(k)
-    return phi(X_k, f), f
+    return phi(X_k, f), f, mv(H_k, f)  # T(k) = H(k) f(k)
+
+
+def _newton_euler(model, q, qd, qdd, f_ext):
+    """Inter-body forces (nb, 6) and joint forces ``H f`` (nv,): the motion sweep computes each body's
+    ``M alpha + b - f_ext`` where it computes ``alpha``, so that only that one (nb, 6) array is kept for the
+    force sweep (at batch 4096 in float32 the talos scratch memory then stays under glibc's 32 MiB ``mmap``
+    threshold, benchmarks/README.md)."""
+    check_shapes(model, q=q, qd=qd, qdd=qdd, f_ext=f_ext)
+    X = joint_poses(model, q)
+    H = hinge_map(model)
+    M = body_inertias(model)
+    zero = jnp.zeros(6, X.p.dtype)
+    (_, _, f_body), _ = down(model.topology, _motion_step, (zero, base_acceleration(model), zero), X, M, f_ext,
+                             dofs=(H, qd, qdd))
+    return up(model.topology, _force_step, zero, X, f_body, dofs=(H,))
 
 
 def body_forces(model, q, qd, qdd, f_ext=None):
@@ -31,17 +50,7 @@ def body_forces(model, q, qd, qdd, f_ext=None):
 
     ``f_ext`` (nb, 6): external spatial forces on each body, body coordinates, about the body origin.
     """
-    check_shapes(model, q=q, qd=qd, qdd=qdd, f_ext=f_ext)
-    X = joint_poses(model, q)
-    H = hinge_map(model)
-    vJ, aJ = hinge_motion(model, H, qd), hinge_motion(model, H, qdd)
-    zero = jnp.zeros(6, X.p.dtype)
-    V, alpha = down(model.topology, _motion_step, (zero, base_acceleration(model)), X, vJ, aJ)
-    M = body_inertias(model)
-    f_body = mv(M, alpha) + cross_force(V, mv(M, V))  # M(k) alpha(k) + b(k),  b = V-bar M V
-    if f_ext is not None:
-        f_body = f_body - f_ext
-    return up(model.topology, _force_step, zero, X, f_body)
+    return _newton_euler(model, q, qd, qdd, f_ext)[0]
 
 
 def inverse_dynamics(model, q, qd, qdd, f_ext=None):
@@ -50,8 +59,7 @@ def inverse_dynamics(model, q, qd, qdd, f_ext=None):
 
     Args: q (nq,), qd (nv,), qdd (nv,), f_ext (nb, 6) or None (body coordinates, about the body origins).
     """
-    tau = hinge_project(model, hinge_map(model), body_forces(model, q, qd, qdd, f_ext))
-    return tau + model.armature * qdd
+    return _newton_euler(model, q, qd, qdd, f_ext)[1] + model.armature * qdd
 
 
 def bias_forces(model, q, qd, f_ext=None):

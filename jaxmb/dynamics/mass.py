@@ -13,6 +13,11 @@ def _composite_step(R_children, X_k, M_k):
     return phi_congruence(X_k, R), R
 
 
+def _column_step(R_children, X_k, M_k, H_k):
+    R = R_children + M_k  # (9.16)
+    return phi_congruence(X_k, R), (), mv(R, H_k)  # the columns R(k) H*(k) of body k's coordinates, (nv_k, 6)
+
+
 def composite_inertias(model, q):
     """``R(k)`` (nb, 6, 6): spatial inertia of the subtree rooted at each body, in its frame (Alg 9.2)."""
     check_shapes(model, q=q)
@@ -24,13 +29,14 @@ def mass_matrix(model, q):
     """The mass matrix ``M(q)`` (nv, nv) by composite rigid bodies (Alg 9.3), plus ``diag(armature)``.
 
     Column j starts as ``F = R(k) H*_j`` at its body k (``M(k, k) = H(k) F``) and walks to the root, one level
-    per step for all columns at once: ``F <- phi(parent, k) F``, ``M(i, j) = H(i) F`` at each ancestor i.
+    per step for all columns at once: ``F <- phi(parent, k) F``, ``M(i, j) = H(i) F`` at each ancestor i. The
+    composite sweep's step forms its body's columns, so the (nb, 6, 6) array of all ``R(k)`` is never kept.
     """
     check_shapes(model, q=q)
     X = joint_poses(model, q)
     H = hinge_map(model)
-    R = up(model.topology, _composite_step, jnp.zeros((6, 6), X.p.dtype), X, body_inertias(model))
-    F = mv(R[model.topology.dof_body], H)  # columns R(k) H*(k), (nv, 6)
+    zero = jnp.zeros((6, 6), X.p.dtype)
+    _, F = up(model.topology, _column_step, zero, X, body_inertias(model), dofs=(H,))  # R(k) H*(k), (nv, 6)
     values = ancestor_walk(model.topology, X, H, F)  # M(i, j) = H(i) phi(i, k) R(k) H*(k)         (9.20)
     off_diagonal = values[1:]
     v = jnp.concatenate(values + off_diagonal + [jnp.zeros(1, F.dtype)])
