@@ -14,8 +14,8 @@ def _composite_step(R_children, X_k, M_k):
 
 
 def _column_step(R_children, X_k, M_k, H_k):
-    R = R_children + M_k  # (9.16)
-    return phi_congruence(X_k, R), (), mv(R, H_k)  # the columns R(k) H*(k) of body k's coordinates, (nv_k, 6)
+    to_parent, R = _composite_step(R_children, X_k, M_k)
+    return to_parent, (), mv(R, H_k)  # the columns R(k) H*(k) of body k's coordinates, (nv_k, 6)
 
 
 def composite_inertias(model, q):
