@@ -22,6 +22,7 @@ A dB``, transposed as ``ct B*`` and ``A* ct``): automatic differentiation throug
 slice into a pad and every broadcast into a reduction, and made gradients 4x slower (benchmarks/README.md).
 """
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -47,10 +48,7 @@ def _expand(x, shape, dims=None):
 
 
 def _sum(terms):
-    total = terms[0]
-    for t in terms[1:]:
-        total = jax.lax.add(total, t)
-    return total
+    return functools.reduce(jax.lax.add, terms)  # no ``0 +`` term, as the builtin `sum` would add
 
 
 # The unrolled forms are written in `lax` (slices of width one, broadcasts of their unit axes), not with numpy

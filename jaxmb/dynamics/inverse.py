@@ -13,7 +13,7 @@ from jaxmb.sweeps import down, up
 
 
 def _motion_step(parent, X_k, M_k, f_ext_k, H_k, qd_k, qdd_k):
-    V_parent, alpha_parent, _ = parent
+    V_parent, alpha_parent, _ = parent  # the force rides along in the body's value; the children do not read it
     vJ = mv(H_k.T, qd_k)  # H*(k) qd(k)
     V = phi_star(X_k, V_parent) + vJ  # V(k) = phi*(parent, k) V(parent) + H*(k) qd(k)
     a = cross_motion(V, vJ)  # a(k) = V(k) x H*(k) qd(k)
