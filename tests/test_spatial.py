@@ -130,6 +130,14 @@ def test_cross3_is_numpy_cross_with_broadcasting(rng):
     assert_close(spatial.cross3(jnp.asarray(a), jnp.asarray(b)), np.cross(a, b))
     assert_close(jax.jit(spatial.cross3)(a[0], b), np.cross(a[0], b))  # a broadcast over b's leading axis
     assert_close(jax.vmap(spatial.cross3, (None, 0))(a[0], b), np.cross(a[0], b))
+    mixed = spatial.cross3(jnp.asarray(a[0], jnp.float32), jnp.asarray(b))  # numpy's type promotion
+    assert mixed.dtype == jnp.float64
+    assert_close(mixed, np.cross(a[0].astype(np.float32), b))
+
+
+def test_swap_transposes_the_last_two_axes(rng):
+    A = rng.normal(size=(2, N, 3, 6))
+    assert_close(spatial.swap(jnp.asarray(A)), np.swapaxes(A, -1, -2))
 
 
 def test_cross_motion_is_dense_motion_cross_matrix(rng):

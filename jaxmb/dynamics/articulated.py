@@ -27,7 +27,7 @@ from jaxmb.dynamics.inverse import inverse_dynamics
 from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, hinge_motion, joint_poses
 from jaxmb.kinematics import _velocity_step
 from jaxmb.model import check_shapes
-from jaxmb.spatial import cross3, cross_force, cross_motion, dot, mm, mv, phi, phi_congruence, phi_star
+from jaxmb.spatial import cross3, cross_force, cross_motion, dot, mm, mv, phi, phi_congruence, phi_star, swap
 from jaxmb.sweeps import down, up
 
 
@@ -100,10 +100,10 @@ def _solve_blocks(D, x):
     x1, x2 = x[..., :3, :], x[..., 3:, :]
     Ci, det_C = _inverse3(C)
     BCi = mm(B, Ci)
-    S = A - mm(BCi, _swap(B))
+    S = A - mm(BCi, swap(B))
     Si, det_S = _inverse3(S)
     z1 = mm(Si, x1 - mm(BCi, x2))  # S z1 = x1 - B C^-1 x2
-    z2 = mm(Ci, x2) - mm(_swap(BCi), z1)  # z2 = C^-1 (x2 - B* z1), C symmetric
+    z2 = mm(Ci, x2) - mm(swap(BCi), z1)  # z2 = C^-1 (x2 - B* z1), C symmetric
     return jnp.concatenate([z1, z2], -2), jnp.log(det_C) + jnp.log(det_S)
 
 
@@ -131,9 +131,6 @@ def solve_small(D, x):
     return solve_log_det(D, x)[0]
 
 
-def _swap(A):
-    return jnp.swapaxes(A, -1, -2)
-
 
 def _articulated_step(children, X_k, M_k, a_k, b_k, H_k, T_k, A_k):
     P_children, z_children = children
@@ -144,12 +141,12 @@ def _articulated_step(children, X_k, M_k, a_k, b_k, H_k, T_k, A_k):
     D = mm(H_k, PH) + jnp.diag(A_k)  # D(k) = H(k) P(k) H*(k) + diag(armature(k))  (6.13)
     eps = T_k - mv(H_k, z)  # eps(k) = T(k) - H(k) z(k)
     Dinv, log_det_D = solve_log_det(D, jnp.concatenate([PH.T, eps[:, None]], 1))  # D^-1 [H P, eps], one factor
-    G = _swap(Dinv[:, :6])  # G(k) = P(k) H*(k) D^-1(k), the Kalman gain  (6, n)
+    G = swap(Dinv[:, :6])  # G(k) = P(k) H*(k) D^-1(k), the Kalman gain  (6, n)
     nu = Dinv[:, 6]  # nu(k) = D^-1(k) eps(k)
     tau_bar = jnp.eye(6, dtype=P.dtype) - mm(G, H_k)  # tau_bar(k) = I - G(k) H(k)            (6.16)
     P_plus = P - mm(G, PH.T)  # P+(k) = tau_bar(k) P(k) = P - G H P
     z_plus = z + mv(G, eps)  # z+(k) = z(k) + G(k) eps(k)
-    psi = _swap(phi(X_k, _swap(tau_bar)))  # psi(parent, k) = phi(parent, k) tau_bar(k)        (6.29)
+    psi = swap(phi(X_k, swap(tau_bar)))  # psi(parent, k) = phi(parent, k) tau_bar(k)        (6.29)
     K = phi(X_k, G.T)  # K(parent, k) = phi(parent, k) G(k), by columns                         (6.36)
     D_rows = jnp.pad(D, ((0, 0), (0, 6 - n)))
     to_parent = (phi_congruence(X_k, P_plus), phi(X_k, z_plus))

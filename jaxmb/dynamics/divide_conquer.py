@@ -58,6 +58,7 @@ from jaxmb.spatial import (
     phi_star,
     phi_star_inv,
     skew,
+    swap,
 )
 
 
@@ -103,9 +104,6 @@ def _plan(topo, body_names):
     return _Plan(tuple(levels), np.argsort(outputs, kind="stable")[: topo.nv])
 
 
-def _swap(A):
-    return jnp.swapaxes(A, -1, -2)
-
 
 def _inertia_inverse(mass, com, I_c):
     """``M^-1`` (6, 6) of a body about its origin, from ``M = phi(c) diag(I_c, m) phi*(c)`` (2.11), with
@@ -114,7 +112,7 @@ def _inertia_inverse(mass, com, I_c):
     cx = skew(com)
     Jc = mm(J, cx)
     top = jnp.concatenate([J, -Jc], -1)
-    bottom = jnp.concatenate([-_swap(Jc), jnp.eye(3, dtype=J.dtype) / mass - mm(cx, Jc)], -1)
+    bottom = jnp.concatenate([-swap(Jc), jnp.eye(3, dtype=J.dtype) / mass - mm(cx, Jc)], -1)
     return jnp.concatenate([top, bottom], -2)
 
 
@@ -143,7 +141,7 @@ def _hinge(K, H, armature):
 def _joint_solve(Kinv, G, Einv, r, T):
     """``qdd`` and the joint force ``f`` of a joint with handle mismatch ``r``: ``K f + r = H* qdd`` (10.47) and
     ``H f = T - diag(armature) qdd`` (10.50, the rotor taking its share of ``T``)."""
-    qdd = mv(Einv, T + mv(_swap(G), r))  # (H K^-1 H* + A) qdd = T + H K^-1 r
+    qdd = mv(Einv, T + mv(swap(G), r))  # (H K^-1 H* + A) qdd = T + H K^-1 r
     return qdd, mv(G, qdd) - mv(Kinv, r)  # f = K^-1 (H* qdd - r)
 
 
@@ -152,7 +150,7 @@ def _assemble(A, B, X, H, armature, T):
     A11, A12, A22, a1, a2 = A
     B11, B12, B22, b1, b2 = B
     A12 = phi_star(X, A12)  # Lambda_12(A) phi(X): A's handle 2 in B's handle-1 frame   (10.16)
-    A22 = phi_star(X, _swap(phi_star(X, A22)))  # phi*(X) Lambda_22(A) phi(X)
+    A22 = phi_star(X, swap(phi_star(X, A22)))  # phi*(X) Lambda_22(A) phi(X)
     a2 = phi_star(X, a2)  # phi*(X) C_2(A)
     # W = P* [P K P*]^-1 P (10.48) without the complement P of H*: W = K^-1 - K^-1 H* E^-1 H K^-1. K is positive
     # definite (a sum of compliances of free-floating bodies), so both solves are SPD; no P has to be chosen from H
@@ -160,20 +158,20 @@ def _assemble(A, B, X, H, armature, T):
     r0 = b1 - a2  # r = C_1(B) - C_2(A) + Lambda_12(B) f_2 - Lambda_21(A) f_1
     Kinv, G, Einv = _hinge(A22 + B11, H, armature)  # K = Lambda_22(A) + Lambda_11(B)
     f0 = _joint_solve(Kinv, G, Einv, r0, T)[1]  # the joint force at zero handle forces
-    W = Kinv - mm(mm(G, Einv), _swap(G))
+    W = Kinv - mm(mm(G, Einv), swap(G))
     AW = mm(A12, W)
-    C11 = A11 - mm(AW, _swap(A12))  # Lambda_11(C) = Lambda_11(A) - Lambda_12(A) W Lambda_21(A)   (10.48)
+    C11 = A11 - mm(AW, swap(A12))  # Lambda_11(C) = Lambda_11(A) - Lambda_12(A) W Lambda_21(A)   (10.48)
     C12 = mm(AW, B12)  # Lambda_12(C) = Lambda_12(A) W Lambda_12(B)
-    C22 = B22 - mm(_swap(B12), mm(W, B12))  # Lambda_22(C) = Lambda_22(B) - Lambda_21(B) W Lambda_12(B)
+    C22 = B22 - mm(swap(B12), mm(W, B12))  # Lambda_22(C) = Lambda_22(B) - Lambda_21(B) W Lambda_12(B)
     c1 = a1 - mv(A12, f0)  # C_1(C) = C_1(A) - Lambda_12(A) f0     (10.48)
-    c2 = b2 + mv(_swap(B12), f0)  # C_2(C) = C_2(B) + Lambda_21(B) f0
+    c2 = b2 + mv(swap(B12), f0)  # C_2(C) = C_2(B) + Lambda_21(B) f0
     return (C11, C12, C22, c1, c2), (A12, B12, Kinv, G, Einv, r0)
 
 
 def _back(F1, F2, X, saved, T):
     """Back-substitution for one pair: the joint's ``qdd`` and the handle-2 force on A, the handle-1 force on B."""
     A12, B12, Kinv, G, Einv, r0 = saved
-    r = r0 + mv(B12, F2) - mv(_swap(A12), F1)
+    r = r0 + mv(B12, F2) - mv(swap(A12), F1)
     qdd, f = _joint_solve(Kinv, G, Einv, r, T)
     return qdd, -phi(X, f), f  # f_2(A) = -phi(X) f, f_1(B) = f
 
