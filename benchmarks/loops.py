@@ -28,6 +28,7 @@ from common import best_time, compile_time, machine, save  # noqa: E402
 from jaxmb import joints, loops  # noqa: E402
 from jaxmb.loops import mechanisms  # noqa: E402
 from jaxmb.model import ModelBuilder  # noqa: E402
+from jaxmb.precision import full_precision  # noqa: E402
 
 MECHANISMS = {
     "geared chain (3 links)": lambda exact: mechanisms.geared_pendulum_chain(3, exact=exact),
@@ -47,6 +48,7 @@ def states(lm, q_ref, batch, seed=0):
     return solve(moved), jax.random.normal(k2, (batch, lm.ny)), jax.random.normal(k3, (batch, lm.ny))
 
 
+@full_precision  # as the loops' own dense products
 def _tau_span(lm, q, tau):
     G = loops.embedding_matrix(lm, q)
     return G @ jnp.linalg.solve(G.T @ G, tau)

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmb
+from jaxmb.precision import full_precision
 from common import best_time, compile_time, load, machine, pinocchio_states, robot_path, save
 
 ROBOT = "talos_full_v2"
@@ -31,6 +32,7 @@ def jaxmb_functions(model, frames):
     def sweeps(q):
         return jaxmb.operational_space_compliance(model, q, frames)
 
+    @full_precision  # as jaxmb's own dense products, so that neither route runs in TensorFloat-32 on a GPU
     def dense(q):
         J = jnp.concatenate([jaxmb.jacobian(model, q, f) for f in frames])
         factor = jax.scipy.linalg.cho_factor(jaxmb.mass_matrix(model, q))

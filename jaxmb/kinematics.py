@@ -107,7 +107,7 @@ def jacobian(model, q, name, reference="local"):
 
 def frame_velocity(model, q, qd, name, reference="local"):
     """Spatial velocity (6,) of a body or frame, expressed as in `jacobian`."""
-    return jacobian(model, q, name, reference) @ qd
+    return mv(jacobian(model, q, name, reference), qd)
 
 
 def frame_bias_acceleration(model, q, qd, name, reference="local"):

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jaxmb.hinges import body_inertias
 from jaxmb.kinematics import body_velocities, forward_kinematics, jacobians
 from jaxmb.spatial import kinetic_energy as _body_kinetic_energy
-from jaxmb.spatial import Transform, cross3, mm, mv, phi, transform_point
+from jaxmb.spatial import Transform, cross3, dot, mm, mv, phi, transform_point
 
 
 def kinetic_energy(model, q, qd):
@@ -24,7 +24,7 @@ def kinetic_energy(model, q, qd):
 def potential_energy(model, q):
     """Gravitational potential ``-sum_k m(k) g* c(k)`` with ``c(k)`` the world position of each body's com."""
     c = transform_point(forward_kinematics(model, q), model.com)
-    return -jnp.sum(model.mass * (c @ model.gravity))
+    return -jnp.sum(model.mass * dot(c, model.gravity))
 
 
 def total_mass(model):

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from jaxmb.dynamics.articulated import articulated_body, forward_dynamics
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.model import check_shapes
+from jaxmb.precision import full_precision
 from jaxmb.sweeps import ancestor_walk
 
 
@@ -59,6 +60,7 @@ def _inverse_factor(model, q, ab):
     return _ancestor_matrix(model, [_identity_entries(model, ab.G.dtype)] + [-v for v in values[1:]])
 
 
+@full_precision
 def mass_matrix_inverse(model, q):
     """``M(q)^-1`` (nv, nv) from the factors: ``[I - H psi K]* D^-1 [I - H psi K]`` (7.18)."""
     check_shapes(model, q=q)

@@ -34,6 +34,7 @@ from jaxmb.dynamics.articulated import articulated_body, solve_small
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.kinematics import forward_kinematics, frame_poses, jacobians
 from jaxmb.model import check_shapes
+from jaxmb.precision import full_precision
 from jaxmb.spatial import Transform, mm, mv, phi, phi_star, phi_star_congruence
 from jaxmb.sweeps import down, up
 
@@ -161,6 +162,7 @@ def _at_rest(model, q):
     return articulated_body(model, q, zero, zero)
 
 
+@full_precision
 def task_space(model, q, frames, axes=None, reference="local") -> TaskSpace:
     """Task Jacobian, compliance ``Lambda_inv = J M^-1 J*`` and ``M^-1 J*`` of a task, by the articulated-body
     sweep at rest and two column sweeps (module docstring). ``frames``, ``axes``, ``reference``: see `task`
@@ -169,6 +171,7 @@ def task_space(model, q, frames, axes=None, reference="local") -> TaskSpace:
     return _task_space(model, q, task(model, frames, axes, reference), _at_rest(model, q))[0]
 
 
+@full_precision
 def operational_space_compliance(model, q, frames, axes=None, reference="local"):
     """``Lambda_inv = J M^-1 J*`` (c, c) for the task frames (10.6, 10.12), without forming ``M`` or ``M^-1``;
     rows frame by frame, ``axes`` rows each. O(N x c)."""
@@ -182,6 +185,7 @@ class TaskInertia(NamedTuple):
     rank_deficient: jnp.ndarray
 
 
+@full_precision
 def damped_inverse(Lambda_inv, damping, rcond=None):
     """``(Lambda_inv + mu I)^-1`` with ``mu = damping * trace(Lambda_inv) / c``, by Cholesky, and the flag
     ``lambda_min < rcond * lambda_max`` of ``Lambda_inv`` (``rcond`` defaults to ``max(damping, 100 eps)``).
@@ -201,6 +205,7 @@ def damped_inverse(Lambda_inv, damping, rcond=None):
     return TaskInertia(0.5 * (Lambda + Lambda.T), ev[0] < rcond * ev[-1])
 
 
+@full_precision
 def operational_space_inertia(model, q, frames, axes=None, reference="local", damping=1e-8) -> TaskInertia:
     """``Lambda = Lambda_inv^-1`` (c, c) (10.7), damped as `damped_inverse`, with the rank-deficiency flag."""
     return damped_inverse(operational_space_compliance(model, q, frames, axes, reference), damping)
@@ -216,6 +221,7 @@ def _frame_accelerations(model, q, t: Task, d, placement, alpha):
     return jnp.einsum("mrj,mj->mr", d, a_f).reshape(-1)
 
 
+@full_precision
 def operational_space_bias(model, q, qd, tau, frames, axes=None, reference="local", damping=1e-8, f_ext=None):
     """``C_os`` (c,) of the task equation ``Lambda alpha_nd + C_os = f_nd`` (10.8), by the shortcut
     ``C_os = -Lambda (B* alpha_free + Bdot* V)`` (Lemma 10.5): ``alpha_free`` are the body accelerations of the
@@ -229,6 +235,7 @@ def operational_space_bias(model, q, qd, tau, frames, axes=None, reference="loca
     return -Lambda @ _frame_accelerations(model, q, t, d, placement, ab.alpha)
 
 
+@full_precision
 def operational_space_control(model, q, qd, frames, u, tau_posture=None, axes=None, reference="local",
                               damping=1e-8, f_ext=None):
     """Joint forces (nv,) that give the task accelerations ``alpha_nd = u`` (c,):

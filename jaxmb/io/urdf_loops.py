@@ -90,6 +90,7 @@ import numpy as np
 from jaxmb.configuration import neutral_configuration
 from jaxmb.errors import ModelError
 from jaxmb.io.urdf import _describe, _Reader, parse_robot, read_text
+from jaxmb.precision import full_precision
 from jaxmb.rotation import rpy_to_matrix
 
 LOOP_TYPES = ("revolute", "planar", "ball", "weld")
@@ -310,6 +311,7 @@ class _LoopReader(_Reader):
         notes += [f"joint {j!r} mimics {r!r}: enforced as a coupling" for j, r in mimics.items()]
         return tree.replace(notes=tuple(notes))
 
+    @full_precision
     def check_assembly(self, lm, q_ref, labels, loops):
         """Raise unless Newton's method closes every loop from ``q_ref``'s independent coordinates."""
         if not lm.constraints:

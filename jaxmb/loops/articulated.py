@@ -27,6 +27,7 @@ import numpy as np
 from jaxmb.dynamics.articulated import solve_small, velocity_terms
 from jaxmb.hinges import base_acceleration
 from jaxmb.loops.embedding import embedding
+from jaxmb.precision import full_precision
 from jaxmb.spatial import Transform, compose, inverse, phi_matrix
 from jaxmb.sweeps import down
 
@@ -101,6 +102,7 @@ def _group_maps(lm, node, emb):
     return G, g
 
 
+@full_precision
 def forward_dynamics(lm, q, yd, tau, f_ext=None):
     """Independent accelerations ``ydd`` (ny,) by the constraint-embedded AB algorithm, O(N) for bounded
     clusters.

@@ -19,6 +19,7 @@ import numpy as np
 
 from jaxmb.errors import ModelError
 from jaxmb.joints import KINDS
+from jaxmb.precision import full_precision
 from jaxmb.spatial import Transform, compose, mv
 
 CLOSURES = {"revolute": 5, "planar": 2, "ball": 3, "weld": 6}
@@ -144,6 +145,7 @@ def common_ancestor(topology, bodies):
     return max(common, key=lambda b: topology.depth[b]) if common else -1
 
 
+@full_precision
 def path_pose(model, q, path) -> Transform:
     """Pose of the last body of ``path`` in the frame of the first one's parent: the joint placements and joint
     motions composed along a static path (`_path`)."""

@@ -23,6 +23,7 @@ from jaxmb.dynamics.inverse import bias_forces as tree_bias_forces
 from jaxmb.dynamics.inverse import body_forces as tree_body_forces
 from jaxmb.dynamics.inverse import inverse_dynamics as tree_inverse_dynamics
 from jaxmb.kinematics import forward_kinematics, frame_poses
+from jaxmb.precision import full_precision
 from jaxmb.spatial import Transform, compose, cross3, inverse, phi, skew
 from jaxmb.dynamics.mass import mass_matrix as tree_mass_matrix
 from jaxmb.loops.embedding import (
@@ -36,6 +37,7 @@ from jaxmb.loops.embedding import (
 )
 
 
+@full_precision
 def inverse_dynamics(lm, q, yd, ydd, f_ext=None):
     """Independent forces ``tau_y = G* ID_tree(q, G yd, G ydd + g)`` (ny,): the cluster RNEA.
 
@@ -45,17 +47,20 @@ def inverse_dynamics(lm, q, yd, ydd, f_ext=None):
     return dense_embedding(lm, emb).T @ tau
 
 
+@full_precision
 def mass_matrix(lm, q):
     """``M_y = G* M G`` (ny, ny), symmetric positive definite (15.8)."""
     G = embedding_matrix(lm, q)
     return G.T @ tree_mass_matrix(lm.tree, q) @ G
 
 
+@full_precision
 def bias_forces(lm, q, yd, f_ext=None):
     """``C_y = G* (C + M g)`` (ny,): ``tau_y`` at ``ydd = 0``."""
     return inverse_dynamics(lm, q, yd, jnp.zeros_like(yd), f_ext)
 
 
+@full_precision
 def lagrange_forward_dynamics(lm, q, qd, tau, f_ext=None, baumgarte=None):
     """Spanning accelerations and constraint forces ``(qdd (nv,), lambda (nc,))`` by Lagrange multipliers.
 
@@ -78,6 +83,7 @@ def lagrange_forward_dynamics(lm, q, qd, tau, f_ext=None, baumgarte=None):
     return qdd_free + Minv_Kt @ lam, lam
 
 
+@full_precision
 def projected_forward_dynamics(lm, q, yd, tau, f_ext=None):
     """Independent accelerations ``ydd`` (ny,) by projection onto the constraint manifold (book 11.3).
 
@@ -90,6 +96,7 @@ def projected_forward_dynamics(lm, q, yd, tau, f_ext=None):
     return jnp.linalg.solve(G.T @ M @ G, rhs)
 
 
+@full_precision
 def constraint_forces(lm, q, qd, qdd, tau, f_ext=None):
     """The multipliers ``lambda`` (nc,) that make a constrained motion ``qdd`` (nv,) satisfy the tree's equations
     ``ID(q, qd, qdd) - tau = K* lambda``: the cut-joint (loop-closure) and coupling forces, by least squares.
@@ -100,6 +107,7 @@ def constraint_forces(lm, q, qd, qdd, tau, f_ext=None):
     return jnp.linalg.solve(K @ K.T, K @ r)
 
 
+@full_precision
 def cut_joint_forces(lm, q, lam):
     """The constraint forces ``lambda`` (nc,) as what acts on the spanning tree: spatial forces ``f_cut``
     (nb, 6) on the bodies of each loop closure (body coordinates, about the body origins: ``+f`` on body b and
@@ -141,6 +149,7 @@ def cut_joint_forces(lm, q, lam):
     return f_cut, tau_c
 
 
+@full_precision
 def body_forces(lm, q, qd, qdd, tau, f_ext=None):
     """Inter-body forces of the closed system ``(f (nb, 6), f_cut (nb, 6))``: the spatial force across each
     spanning-tree joint (`jaxmb.body_forces`, body coordinates) with the loop-closure forces ``f_cut`` applied

@@ -16,7 +16,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb.precision import full_precision
 
+
+@full_precision
 def constraint_residual(lm, q):
     """``phi(q)`` (nc,): every constraint's residual, stacked in the order they were given."""
     if not lm.constraints:
@@ -31,18 +34,21 @@ def _on_constrained(lm, q):
     return (lambda x: constraint_residual(lm, q.at[idx].set(x))), q[idx]
 
 
+@full_precision
 def constrained_jacobian(lm, q):
     """``K`` restricted to the constrained coordinates `LoopModel.c_index`, (nc, len(c_index))."""
     f, x = _on_constrained(lm, q)
     return jax.jacfwd(f)(x)
 
 
+@full_precision
 def constraint_jacobian(lm, q):
     """``K = dphi/dq`` (nc, nv); zero outside the loop clusters' coordinates."""
     K_c = constrained_jacobian(lm, q)
     return jnp.zeros((lm.nc, lm.nv), q.dtype).at[:, jnp.asarray(lm.c_index, int)].set(K_c)
 
 
+@full_precision
 def constraint_bias(lm, q, qd):
     """``k = -Kdot qd`` (nc,), the right side of ``K qdd = k``."""
     f, x = _on_constrained(lm, q)
@@ -82,6 +88,7 @@ def _cluster_maps(lm, q):
     return maps
 
 
+@full_precision
 def embedding(lm, q, yd) -> Embedding:
     """``G_S``, ``g_S`` of every loop cluster at configuration ``q`` (nq,) and independent velocity ``yd`` (ny,),
     and the spanning velocity ``qd = G yd``: the one evaluation of ``K`` and ``k`` that the functions taking an
@@ -101,6 +108,7 @@ def embedding(lm, q, yd) -> Embedding:
     return Embedding(tuple(G for G, _ in maps), tuple(gs), qd)
 
 
+@full_precision
 def dense_embedding(lm, emb: Embedding):
     """The whole ``G`` (nv, ny) of an `Embedding` (identity columns outside the loop clusters)."""
     G = jnp.zeros((lm.nv, lm.ny), emb.qd.dtype)
@@ -111,6 +119,7 @@ def dense_embedding(lm, emb: Embedding):
     return G
 
 
+@full_precision
 def lift_acceleration(lm, emb: Embedding, ydd):
     """``qdd = G ydd + g`` (nv,) of an `Embedding`."""
     ydd = jnp.asarray(ydd)
@@ -120,6 +129,7 @@ def lift_acceleration(lm, emb: Embedding, ydd):
     return qdd
 
 
+@full_precision
 def embedding_matrix(lm, q):
     """The whole ``G`` (nv, ny): ``qd = G yd`` (no velocity needed)."""
     maps = _cluster_maps(lm, q) if lm.constraints else []
@@ -127,26 +137,31 @@ def embedding_matrix(lm, q):
     return dense_embedding(lm, Embedding(tuple(G for G, _ in maps), (), zero))
 
 
+@full_precision
 def spanning_velocity(lm, q, yd):
     """``qd = G yd`` (nv,)."""
     return embedding(lm, q, yd).qd
 
 
+@full_precision
 def spanning_acceleration(lm, q, yd, ydd):
     """``qdd = G ydd + g`` (nv,)."""
     return lift_acceleration(lm, embedding(lm, q, yd), ydd)
 
 
+@full_precision
 def independent_velocity(lm, qd):
     """``yd = qd[y_v_index]`` (ny,) from a spanning velocity."""
     return qd[jnp.asarray(lm.y_v_index, int)]
 
 
+@full_precision
 def independent_configuration(lm, q):
     """``y = q[y_q_index]`` from a spanning configuration."""
     return q[jnp.asarray(lm.y_q_index, int)]
 
 
+@full_precision
 def generalized_force(lm, q, tau):
     """``G* tau`` (ny,): the independent coordinates' forces from spanning-tree joint forces ``tau`` (nv,)
     (book 15.12; actuators on dependent joints act through ``G*``)."""

@@ -26,6 +26,7 @@ from jaxmb.errors import ModelError
 from jaxmb.joints import KINDS
 from jaxmb.model import Model
 from jaxmb.loops.constraints import _path, common_ancestor
+from jaxmb.precision import full_precision
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,7 @@ def _choose_dependent(K, m, prefer, names, where):
     return sorted(chosen)
 
 
+@full_precision
 def _constraint_jacobian_at(tree, bound, params, q, c_q_index):
     def f(x):
         qq = q.at[jnp.asarray(c_q_index)].set(x)

@@ -12,14 +12,17 @@ import jax.numpy as jnp
 from jaxmb.kinematics import jacobian
 from jaxmb.loops.articulated import forward_dynamics
 from jaxmb.loops.embedding import embedding_matrix
+from jaxmb.precision import full_precision
 
 
+@full_precision
 def task_jacobian(lm, q, frames, reference="local"):
     """``J_y = J G`` (6m, ny) of the named frames (bodies or frames of the tree), stacked in order."""
     J = jnp.concatenate([jacobian(lm.tree, q, f, reference) for f in frames])
     return J @ embedding_matrix(lm, q)
 
 
+@full_precision
 def operational_space_compliance(lm, q, frames, reference="local"):
     """``Lambda^-1 = J_y M_y^-1 J_y*`` (6m, 6m) at a consistent configuration ``q`` (nq,) (10.6)."""
     J_y = task_jacobian(lm, q, frames, reference)
@@ -29,6 +32,7 @@ def operational_space_compliance(lm, q, frames, reference="local"):
     return J_y @ Minv_Jt.T
 
 
+@full_precision
 def operational_space_inertia(lm, q, frames, reference="local"):
     """``Lambda = (J_y M_y^-1 J_y*)^-1`` (6m, 6m); singular where the frames cannot move independently."""
     return jnp.linalg.inv(operational_space_compliance(lm, q, frames, reference))

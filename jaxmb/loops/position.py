@@ -16,6 +16,7 @@ import numpy as np
 from jaxmb.configuration import integrate as tree_integrate
 from jaxmb.configuration import neutral_configuration
 from jaxmb.loops.embedding import constraint_residual, spanning_velocity
+from jaxmb.precision import full_precision
 
 
 class LoopConfiguration(NamedTuple):
@@ -32,6 +33,7 @@ def dependent_q_index(lm):
     return tuple(sorted(int(topo.q_offset[c.bodies[d]]) for c in lm.loop_clusters for d in c.dependent))
 
 
+@full_precision
 def solve_configuration(lm, y, guess=None, iterations=10, tol=None) -> LoopConfiguration:
     """The spanning configuration whose independent coordinates are ``y`` (len(y_q_index),) and whose
     dependent ones solve ``phi(q) = 0``, by ``iterations`` Newton steps from ``guess`` (nq,) (default: the
@@ -65,6 +67,7 @@ def solve_configuration(lm, y, guess=None, iterations=10, tol=None) -> LoopConfi
     return LoopConfiguration(q, residual, residual < tol)
 
 
+@full_precision
 def integrate(lm, q, yd, dt, iterations=4):
     """The consistent configuration reached from ``q`` moving at ``yd`` for ``dt``: the spanning tree's step on
     its manifold, then the dependent coordinates projected back onto ``phi = 0`` (no position drift)."""

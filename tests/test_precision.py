@@ -1,0 +1,94 @@
+"""Every dot product jaxmb traces runs at full float32 precision (`jaxmb.precision`).
+
+At JAX's default precision a float32 dot product runs in TensorFloat-32 on NVIDIA GPUs since Ampere (a relative
+error of about 1e-3) and in bfloat16 passes on TPUs. The CPU computes it in full precision either way, so no
+numerical test here could see the difference: the check is on the jaxprs. Each public function that multiplies
+dense matrices, its gradient, and the sweeps beside them bind no ``dot_general`` below ``Precision.HIGHEST``.
+"""
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.extend.core import ClosedJaxpr, Jaxpr
+
+import jaxmb
+from jaxmb import loops
+from jaxmb.loops import mechanisms
+from jaxmb.testing import random_model, random_state
+
+HIGHEST = (jax.lax.Precision.HIGHEST, jax.lax.Precision.HIGHEST)
+
+
+def dot_precisions(jaxpr):
+    """The ``precision`` of every ``dot_general`` in ``jaxpr`` and the jaxprs nested in its equations."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            yield eqn.params["precision"]
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (tuple, list)) else (param,):
+                if isinstance(sub, ClosedJaxpr):
+                    yield from dot_precisions(sub.jaxpr)
+                elif isinstance(sub, Jaxpr):
+                    yield from dot_precisions(sub)
+
+
+def tree_calls():
+    model = random_model(3, n_bodies=6, floating_base=True)
+    q, qd, tau = random_state(model, jax.random.PRNGKey(0))
+    frames = model.body_names[-2:]
+
+    def Lambda(q):
+        return jaxmb.operational_space_inertia(model, q, frames).Lambda
+
+    return {
+        "potential_energy": lambda: jaxmb.potential_energy(model, q),
+        "frame_velocity": lambda: jaxmb.frame_velocity(model, q, qd, frames[0]),
+        "mass_matrix_inverse": lambda: jaxmb.mass_matrix_inverse(model, q),
+        "task_space": lambda: jaxmb.task_space(model, q, frames),
+        "operational_space_inertia": lambda: Lambda(q),
+        "operational_space_bias": lambda: jaxmb.operational_space_bias(model, q, qd, tau, frames),
+        "operational_space_control": lambda: jaxmb.operational_space_control(model, q, qd, frames, jnp.ones(12)),
+        "forward_dynamics": lambda: jaxmb.forward_dynamics(model, q, qd, tau),
+        "grad of operational_space_inertia": lambda: jax.grad(lambda q: jnp.sum(Lambda(q)))(q),
+        "grad of potential_energy": lambda: jax.grad(jaxmb.potential_energy, 1)(model, q),
+    }
+
+
+def loop_calls():
+    lm = mechanisms.four_bar_leg()
+    q = mechanisms.reference_configuration(lm)
+    yd = jnp.ones(lm.ny)
+    qd = loops.spanning_velocity(lm, q, yd)
+    tau = jnp.ones(lm.tree.nv)
+    frame = [lm.tree.body_names[-1]]
+    return {
+        "loops.forward_dynamics": lambda: loops.forward_dynamics(lm, q, yd, loops.generalized_force(lm, q, tau)),
+        "loops.inverse_dynamics": lambda: loops.inverse_dynamics(lm, q, yd, yd),
+        "loops.mass_matrix": lambda: loops.mass_matrix(lm, q),
+        "loops.lagrange_forward_dynamics": lambda: loops.lagrange_forward_dynamics(lm, q, qd, tau),
+        "loops.projected_forward_dynamics": lambda: loops.projected_forward_dynamics(
+            lm, q, yd, loops.generalized_force(lm, q, tau)),
+        "loops.body_forces": lambda: loops.body_forces(lm, q, qd, jnp.zeros_like(qd), tau),
+        "loops.constraint_bias": lambda: loops.constraint_bias(lm, q, qd),
+        "loops.embedding": lambda: loops.embedding(lm, q, yd),
+        "loops.operational_space_inertia": lambda: loops.operational_space_inertia(lm, q, frame),
+        "loops.solve_configuration": lambda: loops.solve_configuration(lm, loops.independent_configuration(lm, q)),
+        "loops.integrate": lambda: loops.integrate(lm, q, yd, 1e-3),
+        "grad of loops.forward_dynamics": lambda: jax.grad(
+            lambda q: jnp.sum(loops.forward_dynamics(lm, q, yd, yd)))(q),
+    }
+
+
+CALLS = tree_calls() | loop_calls()
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_every_dot_product_is_at_full_precision(name):
+    precisions = list(dot_precisions(jax.make_jaxpr(CALLS[name])().jaxpr))
+    assert all(p == HIGHEST for p in precisions), f"{name}: {precisions.count(None)} products at default precision"
+
+
+def test_the_check_sees_a_default_precision_product():
+    """The walk finds a product at default precision, nested in a jit (so the passing tests above can fail)."""
+    jaxpr = jax.make_jaxpr(jax.jit(lambda A: A @ A))(jnp.eye(3)).jaxpr
+    assert list(dot_precisions(jaxpr)) == [None]
