@@ -86,7 +86,7 @@ def one_state(model, q, qd, qdd):
           f"|M - M*|_max = {float(jnp.max(jnp.abs(M - M.T))):.1e},")
     print(f"                       free-base block M[3:6, 3:6] = {float(M[3, 3]):.3f} kg x identity (the total mass)")
     print(f"  inverse dynamics     tau = ID(q, qd, qdd): |tau|_max = {float(jnp.max(jnp.abs(tau))):.3g} "
-          f"(|M qdd + C - tau|_max = {float(jnp.max(jnp.abs(M @ qdd + C - tau))):.1e})")
+          f"(|M qdd + C - tau|_max = {float(jnp.max(jnp.abs(jaxmb.spatial.mv(M, qdd) + C - tau))):.1e})")
     print(f"  forward dynamics     FD(q, qd, tau) for that tau: |qdd|_max = {float(jnp.max(jnp.abs(qdd_fd))):.3g}")
     print(f"  round trip           max |FD(q, qd, ID(q, qd, qdd)) - qdd| = {err:.2e}")
     return err
