@@ -131,7 +131,6 @@ def solve_small(D, x):
     return solve_log_det(D, x)[0]
 
 
-
 def _articulated_step(children, X_k, M_k, a_k, b_k, H_k, T_k, A_k):
     P_children, z_children = children
     n = H_k.shape[0]

@@ -104,7 +104,6 @@ def _plan(topo, body_names):
     return _Plan(tuple(levels), np.argsort(outputs, kind="stable")[: topo.nv])
 
 
-
 def _inertia_inverse(mass, com, I_c):
     """``M^-1`` (6, 6) of a body about its origin, from ``M = phi(c) diag(I_c, m) phi*(c)`` (2.11), with
     ``J = I_c^-1``: ``[[J, -J c~], [c~ J, 1/m - c~ J c~]]``. No 6x6 inversion, so no loss to a far centre of mass."""

@@ -108,7 +108,6 @@ def embedding(lm, q, yd) -> Embedding:
     return Embedding(tuple(G for G, _ in maps), tuple(gs), qd)
 
 
-@full_precision
 def dense_embedding(lm, emb: Embedding):
     """The whole ``G`` (nv, ny) of an `Embedding` (identity columns outside the loop clusters)."""
     G = jnp.zeros((lm.nv, lm.ny), emb.qd.dtype)
@@ -149,13 +148,11 @@ def spanning_acceleration(lm, q, yd, ydd):
     return lift_acceleration(lm, embedding(lm, q, yd), ydd)
 
 
-@full_precision
 def independent_velocity(lm, qd):
     """``yd = qd[y_v_index]`` (ny,) from a spanning velocity."""
     return qd[jnp.asarray(lm.y_v_index, int)]
 
 
-@full_precision
 def independent_configuration(lm, q):
     """``y = q[y_q_index]`` from a spanning configuration."""
     return q[jnp.asarray(lm.y_q_index, int)]
