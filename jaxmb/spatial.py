@@ -114,9 +114,8 @@ def _product(name, unrolled, reduced, core_ndims, out_shape, transpose_lhs, tran
         x, y = jnp.asarray(x), jnp.asarray(y)
         dtype = jnp.result_type(x, y)
         lead = jnp.broadcast_shapes(x.shape[: x.ndim - core_ndims[0]], y.shape[: y.ndim - core_ndims[1]])
-        x = jnp.broadcast_to(x.astype(dtype), lead + x.shape[x.ndim - core_ndims[0] :])
-        y = jnp.broadcast_to(y.astype(dtype), lead + y.shape[y.ndim - core_ndims[1] :])
-        return p.bind(x, y)
+        return p.bind(_cast_to(x, dtype, lead + x.shape[x.ndim - core_ndims[0] :]),
+                      _cast_to(y, dtype, lead + y.shape[y.ndim - core_ndims[1] :]))
 
     return apply
 
