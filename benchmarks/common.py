@@ -117,3 +117,47 @@ def pinocchio_states(pm, batch, seed=0):
     lo, hi = -np.ones(pm.nq), np.ones(pm.nq)
     q = np.stack([pin.randomConfiguration(pm, lo, hi) for _ in range(batch)], 1)
     return q, rng.standard_normal((pm.nv, batch)), rng.standard_normal((pm.nv, batch))
+
+
+def robot_grid_arguments(description, batch):
+    """The command line of the per-robot scripts (`operators.py`, `derivatives.py`): ``(args, robots, dtypes)``,
+    talos alone in float32 with ``--quick``, else panda, go1 and talos in float32 and float64."""
+    import argparse
+
+    import jax.numpy as jnp
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="talos only, float32")
+    parser.add_argument("--batch", type=int, default=batch)
+    parser.add_argument("--robots", nargs="*", default=None, help="default: talos_full_v2 with --quick, else all")
+    parser.add_argument("--no-save", action="store_true")
+    args = parser.parse_args()
+    robots = args.robots or (["talos_full_v2"] if args.quick else ["panda", "go1", "talos_full_v2"])
+    dtypes = [jnp.float32] if args.quick else [jnp.float32, jnp.float64]
+    return args, robots, dtypes
+
+
+def time_state_functions(name, dtype, batch, functions):
+    """Per-state seconds and compile seconds of ``jaxmb.jit(vmap(f))`` for each ``f(q, qd, x)`` of
+    ``functions(model)``, at ``batch`` random states of robot ``name`` (free base): ``{name: {per_state_s,
+    compile_s}}``."""
+    import jaxmb
+
+    if np.dtype(dtype) == np.float64:
+        jax.config.update("jax_enable_x64", True)
+    model = load(name, True, dtype)
+    k1, k2, k3 = jax.random.split(jax.random.PRNGKey(0), 3)
+    q = jax.vmap(lambda k: jaxmb.random_configuration(model, k))(jax.random.split(k1, batch)).astype(dtype)
+    qd = jax.random.normal(k2, (batch, model.nv), dtype)
+    x = jax.random.normal(k3, (batch, model.nv), dtype)
+    rows = {}
+    for fname, f in functions(model).items():
+        seconds, compiled = compile_time(jaxmb.jit(jax.vmap(f)), q, qd, x)
+        rows[fname] = {"per_state_s": best_time(compiled, q, qd, x) / batch, "compile_s": seconds}
+    return rows
+
+
+def print_state_row(dtype, fname, row, note):
+    """One line of a `time_state_functions` result: precision, function, us/state, compile time, a note."""
+    print(f"  {np.dtype(dtype).name:7s} {fname:18s} {row['per_state_s'] * 1e6:9.2f} us/state, compile "
+          f"{row['compile_s']:5.2f} s, {note}")

@@ -17,7 +17,6 @@ Per robot and precision, jaxmb's jit(vmap(f)) per-state time and compile time of
 Writes ``benchmarks/results/operators-<backend>-<cores>core.json``.
 """
 
-import argparse
 import os
 import time
 
@@ -26,7 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmb
-from common import best_time, compile_time, load, machine, pinocchio_states, robot_path, save
+from common import (machine, pinocchio_states, print_state_row, robot_grid_arguments, robot_path, save,
+                    time_state_functions)
 
 
 def functions(model):
@@ -74,30 +74,8 @@ def pinocchio_peer(name, batch, loop_states=256):
     return {"computeMinverse_loop": minv_loop, "aba_parallel": best / batch}
 
 
-def run(name, dtype, batch):
-    model = load(name, True, dtype)
-    k1, k2, k3 = jax.random.split(jax.random.PRNGKey(0), 3)
-    q = jax.vmap(lambda k: jaxmb.random_configuration(model, k))(jax.random.split(k1, batch)).astype(dtype)
-    qd = jax.random.normal(k2, (batch, model.nv), dtype)
-    x = jax.random.normal(k3, (batch, model.nv), dtype)
-    rows = {}
-    for fname, f in functions(model).items():
-        jitted = jaxmb.jit(jax.vmap(f))
-        seconds, compiled = compile_time(jitted, q, qd, x)
-        per_state = best_time(compiled, q, qd, x) / batch
-        rows[fname] = {"per_state_s": per_state, "compile_s": seconds}
-    return rows
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="talos only, float32")
-    parser.add_argument("--batch", type=int, default=1024)
-    parser.add_argument("--robots", nargs="*", default=None, help="default: talos_full_v2 with --quick, else all")
-    parser.add_argument("--no-save", action="store_true")
-    args = parser.parse_args()
-    robots = args.robots or (["talos_full_v2"] if args.quick else ["panda", "go1", "talos_full_v2"])
-    dtypes = [jnp.float32] if args.quick else [jnp.float32, jnp.float64]
+    args, robots, dtypes = robot_grid_arguments(__doc__.split("\n\n")[0], 1024)
     results = {"machine": machine(), "batch": args.batch, "robots": {}}
     for name in robots:
         peer = pinocchio_peer(name, args.batch)
@@ -108,9 +86,7 @@ def main():
                   f"(single call), abaInParallel {peer['aba_parallel'] * 1e6:.2f} us/state")
         results["robots"][name] = {"pinocchio": peer}
         for dtype in dtypes:
-            if dtype == jnp.float64:
-                jax.config.update("jax_enable_x64", True)
-            rows = run(name, dtype, args.batch)
+            rows = time_state_functions(name, dtype, args.batch, functions)
             results["robots"][name][jnp.dtype(dtype).name] = rows
             fd = rows["forward_dynamics"]["per_state_s"]
             for fname, r in rows.items():
@@ -125,8 +101,7 @@ def main():
                     peer_note = f"{t / rows['log_det']['per_state_s']:.2f}x the log det"
                 else:
                     peer_note = f"{t / fd:.2f}x forward dynamics"
-                print(f"  {jnp.dtype(dtype).name:7s} {fname:18s} {t * 1e6:9.2f} us/state, compile "
-                      f"{r['compile_s']:5.2f} s, {peer_note}")
+                print_state_row(dtype, fname, r, peer_note)
     if not args.no_save:
         print("saved", save("operators", results))
 

@@ -4,7 +4,7 @@
     python benchmarks/run.py --device gpu --large    # on a GPU machine: the full grids, batches up to 262144
     python benchmarks/run.py --tiny                  # seconds; proves the entry point works (run by the tests)
 
-Runs `dynamics.py`, `operators.py`, `opspace.py`, `chains.py`, `loops.py` and, where MuJoCo MJX and jaxsim are
+Runs `dynamics.py`, `operators.py`, `opspace.py`, `derivatives.py`, `chains.py`, `loops.py` and, where MuJoCo MJX and jaxsim are
 installed, `mjx_peer.py` and `jaxsim_peer.py`, each in its own process (one compile cache each, as a user's first
 call sees it), with the same backend. Each writes its own ``results/<script>-<backend>-<cores>core.json`` and
 plot; this script then gathers them into ``results/<backend>-<cores>core-<date>.json`` with the machine, and
@@ -34,6 +34,7 @@ SCRIPTS = {
                           "--grad-batch", "4"], "quick": ["--quick"], "full": []},
     "operators": {"tiny": ["--quick", "--batch", "4", "--robots", "panda"], "quick": ["--quick"], "full": []},
     "opspace": {"tiny": ["--quick", "--batch", "4", "--frames", "1"], "quick": ["--quick"], "full": []},
+    "derivatives": {"tiny": ["--quick", "--batch", "4", "--robots", "panda"], "quick": ["--quick"], "full": []},
     "chains": {"tiny": ["--sizes", "4", "--batch", "4", "--per-level-max", "4"], "quick": ["--quick"], "full": []},
     "loops": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
     "mjx_peer": {"tiny": ["--batches", "4"], "quick": ["--batches", "1024", "4096"], "full": []},
@@ -143,6 +144,22 @@ def _opspace_rows(res):
             for r in res.get("results", []) if r["route"] == "sweeps"]
 
 
+def _derivatives_rows(res):
+    rows = []
+    for robot, figures_by_dtype in res.get("robots", {}).items():
+        pin = figures_by_dtype.get("pinocchio") or {}
+        for dtype, figures in figures_by_dtype.items():
+            for key, label, peer in (("rnea_derivatives", "d tau/d (q, qd, qdd)", "computeRNEADerivatives"),
+                                     ("aba_derivatives", "d qdd/d (q, qd, tau)", "computeABADerivatives")):
+                if dtype != "pinocchio" and key in figures:
+                    s = figures[key]["per_state_s"]
+                    by_autodiff = figures[key.split("_")[0] + "_jacfwd"]["per_state_s"]
+                    rows.append((f"{label}, {robot} {dtype}",
+                                 f"{s * 1e6:.3g} us/state ({by_autodiff / s:.3g}x faster than jacfwd)",
+                                 f"{_fmt(pin[key] / s if pin.get(key) else None, 'x')} Pinocchio {peer} loop"))
+    return rows
+
+
 def _chains_rows(res):
     largest = max((r["bodies"] for r in res.get("results", [])), default=None)
     return [(f"ABA, {r['shape'].replace('_', ' ')} of {r['bodies']} bodies",
@@ -173,7 +190,7 @@ def _jaxsim_rows(res):
 
 
 HEADLINES = {"dynamics": _dynamics_rows, "operators": _operators_rows, "opspace": _opspace_rows,
-             "chains": _chains_rows, "loops": _loops_rows, "mjx_peer": _mjx_rows, "jaxsim_peer": _jaxsim_rows}
+             "derivatives": _derivatives_rows, "chains": _chains_rows, "loops": _loops_rows, "mjx_peer": _mjx_rows, "jaxsim_peer": _jaxsim_rows}
 
 
 def headline(suite):

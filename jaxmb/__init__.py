@@ -12,6 +12,12 @@ from jaxmb.batching import chunked_vmap
 from jaxmb.compilation import jit
 from jaxmb.configuration import configuration_rate, integrate, neutral_configuration, random_configuration
 from jaxmb.dynamics.articulated import ArticulatedBody, articulated_body, forward_dynamics
+from jaxmb.dynamics.derivatives import (
+    ForwardDynamicsDerivatives,
+    InverseDynamicsDerivatives,
+    forward_dynamics_derivatives,
+    inverse_dynamics_derivatives,
+)
 from jaxmb.dynamics.divide_conquer import forward_dynamics_dc
 from jaxmb.dynamics.energy import (
     center_of_mass,

@@ -14,6 +14,7 @@ def test_benchmark_suite_runs_end_to_end_on_a_tiny_configuration():
                          capture_output=True, text=True, timeout=1200)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     for figure in ("ABA, panda float32 batch 4", "grad(ABA) / ABA", "explicit M^-1", "Lambda^-1, 1 frame(s)",
+                   "d qdd/d (q, qd, tau), panda float32",
                    "chain of 4 bodies", "binary tree of 4 bodies"):
         assert figure in out.stdout, figure
     assert (ROOT / "README.md").read_text() == readme

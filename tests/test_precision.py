@@ -44,6 +44,8 @@ def tree_calls():
         "potential_energy": lambda: jaxmb.potential_energy(model, q),
         "frame_velocity": lambda: jaxmb.frame_velocity(model, q, qd, frames[0]),
         "mass_matrix_inverse": lambda: jaxmb.mass_matrix_inverse(model, q),
+        "forward_dynamics_derivatives": lambda: jaxmb.forward_dynamics_derivatives(model, q, qd, tau),
+        "inverse_dynamics_derivatives": lambda: jaxmb.inverse_dynamics_derivatives(model, q, qd, tau),
         "task_space": lambda: jaxmb.task_space(model, q, frames),
         "operational_space_inertia": lambda: Lambda(q),
         "operational_space_bias": lambda: jaxmb.operational_space_bias(model, q, qd, tau, frames),

@@ -9,11 +9,13 @@ diagonal blocks, and zero between unrelated joints.
 """
 
 import jax.numpy as jnp
+import numpy as np
 
-from jaxmb.dynamics.articulated import articulated_body, forward_dynamics
+from jaxmb.dynamics.articulated import articulated_body, forward_dynamics, solve_small
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.model import check_shapes
 from jaxmb.precision import full_precision
+from jaxmb.rows import take_rows
 from jaxmb.sweeps import ancestor_walk
 
 
@@ -22,6 +24,21 @@ def block_diagonal(topology, rows):
     (the per-coordinate row storage of `ArticulatedBody.D`)."""
     same_joint = topology.dof_body[:, None] == topology.dof_body[None, :]
     return jnp.where(same_joint, rows[:, topology.dof_local], 0.0)
+
+
+def block_diagonal_inverse(topology, rows):
+    """The inverse of `block_diagonal` ``(topology, rows)``, (nv, nv): each joint's block ``D(k)^-1`` by one small
+    solve (`solve_small`), the joints of one size together, where a dense solve would factor all of ``D``."""
+    values, index, start = [], np.full((topology.nv, topology.nv), -1), 0
+    for n in np.unique(topology.nv_body[topology.nv_body > 0]):
+        bodies = np.flatnonzero(topology.nv_body == n)
+        dofs = topology.v_offset[bodies][:, None] + np.arange(n)  # (m, n)
+        blocks = take_rows(rows, dofs.reshape(-1)).reshape(len(bodies), n, 6)[..., :n]
+        values.append(solve_small(blocks, jnp.broadcast_to(jnp.eye(n, dtype=rows.dtype), blocks.shape)).reshape(-1))
+        index[dofs[:, :, None], dofs[:, None, :]] = start + np.arange(len(bodies) * n * n).reshape(-1, n, n)
+        start += len(bodies) * n * n
+    index[index < 0] = start  # the zero between joints
+    return jnp.concatenate(values + [jnp.zeros(1, rows.dtype)])[index]
 
 
 def _at_rest(model, q):
@@ -64,10 +81,14 @@ def _inverse_factor(model, q, ab):
 def mass_matrix_inverse(model, q):
     """``M(q)^-1`` (nv, nv) from the factors: ``[I - H psi K]* D^-1 [I - H psi K]`` (7.18)."""
     check_shapes(model, q=q)
-    ab = _at_rest(model, q)
+    return mass_matrix_inverse_from(model, q, _at_rest(model, q))
+
+
+def mass_matrix_inverse_from(model, q, ab):
+    """`mass_matrix_inverse` from the quantities ``ab`` of an articulated-body sweep at ``q`` (any ``qd``, ``tau``:
+    ``G``, ``D`` and ``tau_bar`` depend on ``q`` alone)."""
     L_inv = _inverse_factor(model, q, ab)
-    D = block_diagonal(model.topology, ab.D)
-    return L_inv.T @ jnp.linalg.solve(D, L_inv)
+    return L_inv.T @ (block_diagonal_inverse(model.topology, ab.D) @ L_inv)
 
 
 def mass_matrix_inverse_times(model, q, x):

@@ -1,0 +1,200 @@
+"""Analytic derivatives of the dynamics: the whole Jacobians ``d tau/d q``, ``d tau/d qd`` of Newton-Euler and
+``d qdd/d q``, ``d qdd/d qd``, ``d qdd/d tau`` of the forward dynamics, in one pass each instead of one tangent
+sweep per column.
+
+Derivatives in ``q`` are taken along the manifold, as `jaxmb.integrate` moves: column j is
+``d/ds f(integrate(q, e_j, s))`` at ``s = 0``, an (nv, nv) matrix even where nq > nv (the free and spherical
+joints' quaternions). That is Pinocchio's convention for ``computeRNEADerivatives`` and ``computeABADerivatives``.
+
+The recursion (after Carpentier and Mansard's analytic RNEA derivatives, written for the level schedule) works in
+world coordinates, about the world origin, where moving one joint moves its whole subtree rigidly. With ``S_j`` the
+world hinge axis of coordinate j (6,), ``V``, ``A`` the world velocity and acceleration of a body (``A`` with the
+world's gravity pseudo-acceleration, as in Newton-Euler), ``p`` the parent of coordinate j's body:
+
+* a step ``s S_j`` of coordinate j turns the subtree by the screw ``s S_j``; every body-fixed quantity turns with it
+  (motions by ``S_j x``, forces by ``S_j x*``, inertias by congruence). What does not turn rigidly is
+  ``u_j = V_p x S_j`` in the subtree's velocities and ``w_j + u_j x V_k`` in its accelerations, with
+  ``w_j = A_p x S_j + V_p x u_j``;
+* a body's force ``f_k = I_k A_k + V_k x* I_k V_k - f_ext`` then changes, beyond the rigid turn, by
+  ``I_k w_j + B_k u_j``, where ``B_k x = V_k x* I_k x - I_k (V_k x x) + x x* (I_k V_k)``;
+* a change ``s`` of ``qd_j`` changes the subtree's velocities by ``S_j s`` and its accelerations by
+  ``(dA_j - V_k x S_j) s``, with ``dA_j = (V_b + V_p) x S_j`` (b: j's own body), so forces by
+  ``(I_k dA_j + B_k S_j) s``.
+
+Summed over a subtree (composite ``Ic``, ``Bc``, ``Fc``, one `up` sweep with no change of frame), the entry of
+row i (``tau_i = S_i . Fc_{body i}``) and column j is, for body i a strict ancestor of body j (the rigid turn of
+the subtree's force counts, ``S_i`` does not turn)::
+
+    d tau_i / d q_j  = S_i . (Ic_j w_j + Bc_j u_j + S_j x* Fc_j)
+    d tau_i / d qd_j = S_i . (Ic_j dA_j + Bc_j S_j)
+
+and for body i in the subtree of body j, itself included (``S_i`` turns with the force, the turns cancel)::
+
+    d tau_i / d q_j  = (Ic_i S_i) . w_j + (Bc_i* S_i) . u_j
+    d tau_i / d qd_j = (Ic_i S_i) . dA_j + (Bc_i* S_i) . S_j
+
+Every entry is one dot product of world 6-vectors gathered by a static map of (row, column) pairs, so nothing
+walks the tree but the two sweeps. ``d tau/d qdd`` is the mass matrix (``S_i . Ic S_j``), armature included.
+The forward dynamics follows from ``ID(q, qd, FD(q, qd, tau)) = tau``: ``d qdd = -M^-1 d ID``, ``d qdd/d tau =
+M^-1``. `tests/test_derivatives.py` checks both against autodiff through `jaxmb.integrate` and against Pinocchio.
+"""
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmb.dynamics.articulated import articulated_body
+from jaxmb.dynamics.factorization import mass_matrix_inverse_from
+from jaxmb.dynamics.inverse import _motion_step
+from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, joint_poses
+from jaxmb.model import check_shapes
+from jaxmb.precision import full_precision
+from jaxmb.rows import take_rows
+from jaxmb.spatial import (
+    Transform,
+    compose,
+    cross_force,
+    cross_motion,
+    dot,
+    mm,
+    mv,
+    phi,
+    phi_congruence,
+    phi_star_inv,
+    skew,
+    swap,
+)
+from jaxmb.sweeps import down, up
+
+
+class InverseDynamicsDerivatives(NamedTuple):
+    """Newton-Euler and its Jacobians at one state: tau (nv,); dtau_dq, dtau_dqd, M (nv, nv), with
+    ``M = d tau/d qdd`` the mass matrix (armature included). Columns in ``q`` are tangent directions."""
+
+    tau: jnp.ndarray
+    dtau_dq: jnp.ndarray
+    dtau_dqd: jnp.ndarray
+    M: jnp.ndarray
+
+
+class ForwardDynamicsDerivatives(NamedTuple):
+    """The forward dynamics and its Jacobians at one state: qdd (nv,); dqdd_dq, dqdd_dqd, dqdd_dtau (nv, nv), with
+    ``dqdd_dtau = M^-1``. Columns in ``q`` are tangent directions."""
+
+    qdd: jnp.ndarray
+    dqdd_dq: jnp.ndarray
+    dqdd_dqd: jnp.ndarray
+    dqdd_dtau: jnp.ndarray
+
+
+def _pairs(topo):
+    """The static (row, column) pairs of the nonzero entries and the (nv, nv) map into them: first the pairs whose
+    row body is a strict ancestor of the column body, then those whose row body is in the column body's subtree
+    (itself included); index ``len(pairs)`` is the zero of unrelated coordinates."""
+    body = topo.dof_body
+    r, c = np.meshgrid(np.arange(topo.nv), np.arange(topo.nv), indexing="ij")
+    above = topo.support[body[c], r] & (body[r] != body[c])  # body(r) a strict ancestor of body(c)
+    below = topo.support[body[r], c]  # body(c) an ancestor-or-self of body(r)
+    rows = np.concatenate([r[above], r[below]])
+    cols = np.concatenate([c[above], c[below]])
+    index = np.full((topo.nv, topo.nv), len(rows))
+    index[rows, cols] = np.arange(len(rows))
+    return int(above.sum()), rows, cols, index
+
+
+def _force_cross_matrix(h):
+    """The 6x6 matrix of ``x -> x x* h`` for a force ``h = [n; f]`` (..., 6): ``[[-n~, -f~], [-f~, 0]]``."""
+    n, f = -skew(h[..., :3]), -skew(h[..., 3:])
+    return jnp.concatenate([jnp.concatenate([n, f], -1), jnp.concatenate([f, jnp.zeros_like(f)], -1)], -2)
+
+
+def _motion_cross_matrix(V):
+    """The 6x6 matrix of ``x -> V x x`` for a motion ``V = [w; v]`` (..., 6): ``[[w~, 0], [v~, w~]]``."""
+    w, v = skew(V[..., :3]), skew(V[..., 3:])
+    return jnp.concatenate([jnp.concatenate([w, jnp.zeros_like(w)], -1), jnp.concatenate([v, w], -1)], -2)
+
+
+def _world_step(parent, X_k, *args_k):
+    """Newton-Euler's motion step (body-frame ``V``, ``alpha``, ``f``), with the world pose of body k."""
+    motion, _ = _motion_step(parent[1:], X_k, *args_k)
+    return (compose(parent[0], X_k), *motion), ()
+
+
+def _in_world(T, M, V, alpha, f):
+    """Body quantities in world coordinates about the world origin (all bodies at once): ``I``, ``B`` (nb, 6, 6),
+    ``V``, ``A``, ``f`` (nb, 6)."""
+    I = phi_congruence(T, M)
+    V = phi_star_inv(T, V)
+    crm = _motion_cross_matrix(V)
+    B = mm(swap(-crm), I) - mm(I, crm) + _force_cross_matrix(mv(I, V))  # V x* I - I V x + (. x* I V)
+    return I, B, V, phi_star_inv(T, alpha), phi(T, f)
+
+
+def _subtree_step(children, I_k, B_k, f_k):
+    total = (children[0] + I_k, children[1] + B_k, children[2] + f_k)  # world frame: no transform to the parent
+    return total, total
+
+
+@full_precision
+def inverse_dynamics_derivatives(model, q, qd, qdd, f_ext=None) -> InverseDynamicsDerivatives:
+    """Newton-Euler ``tau`` (nv,) and its Jacobians ``d tau/d q``, ``d tau/d qd``, ``d tau/d qdd = M`` (nv, nv)
+    at one state, in one down and one up sweep (module docstring). Columns in ``q`` are tangent directions
+    (`jaxmb.integrate`), as in Pinocchio's ``computeRNEADerivatives``.
+
+    Args: q (nq,), qd (nv,), qdd (nv,), f_ext (nb, 6) or None (body coordinates, about the body origins).
+    """
+    check_shapes(model, q=q, qd=qd, qdd=qdd, f_ext=f_ext)
+    topo = model.topology
+    X = joint_poses(model, q)
+    H = hinge_map(model)
+    dtype = X.p.dtype
+    zero6 = jnp.zeros(6, dtype)
+    M_body = body_inertias(model)
+    root = (Transform.identity(dtype), zero6, base_acceleration(model), zero6)
+    (T, V, alpha, f), _ = down(topo, _world_step, root, X, M_body, f_ext, dofs=(H, qd, qdd))
+    I, B, V, A, f = _in_world(T, M_body, V, alpha, f)
+    zero66 = jnp.zeros((6, 6), dtype)
+    Ic, Bc, Fc = up(topo, _subtree_step, (zero66, zero66, zero6), I, B, f)
+
+    body = topo.dof_body
+    S = phi_star_inv(take_rows(T, body), H)  # world hinge axes (nv, 6)
+    world = np.where(topo.parent[body] < 0, topo.nb, topo.parent[body])  # the world is row nb
+    V_p = take_rows(jnp.concatenate([V, zero6[None]]), world)
+    A_p = take_rows(jnp.concatenate([A, base_acceleration(model)[None]]), world)
+    Ic_j, Bc_j, Fc_j = take_rows((Ic, Bc, Fc), body)
+    u = cross_motion(V_p, S)  # u_j = V_p x S_j
+    w = cross_motion(A_p, S) + cross_motion(V_p, u)  # w_j = A_p x S_j + V_p x u_j
+    dA = cross_motion(take_rows(V, body) + V_p, S)  # dA_j = (V_b + V_p) x S_j
+    Y = mv(Ic_j, S)  # Ic S, the mass matrix's columns
+    Z = mv(swap(Bc_j), S)  # Bc* S
+    dF_q = mv(Ic_j, w) + mv(Bc_j, u) + cross_force(S, Fc_j)
+    dF_qd = mv(Ic_j, dA) + mv(Bc_j, S)
+
+    n_above, rows, cols, index = _pairs(topo)
+    ra, ca, rb, cb = rows[:n_above], cols[:n_above], rows[n_above:], cols[n_above:]
+    # row i, column j: S_i . [dF_q, dF_qd, Y]_j where body i is a strict ancestor of body j, and
+    # [Y_i, Z_i] . [(w, u), (dA, S), (S, 0)]_j where it is in j's subtree; one gather per side and operand
+    col_above = take_rows(jnp.stack([dF_q, dF_qd, Y], 1), ca)  # (pairs, 3, 6)
+    col_below = take_rows(jnp.stack([jnp.concatenate(c, -1) for c in ((w, u), (dA, S), (S, jnp.zeros_like(S)))],
+                                    1), cb)  # (pairs, 3, 12)
+    above = dot(take_rows(S, ra)[:, None], col_above)
+    below = dot(take_rows(jnp.concatenate([Y, Z], -1), rb)[:, None], col_below)
+    values = jnp.concatenate([above, below, jnp.zeros((1, 3), dtype)])[index]  # (nv, nv, 3), as in `mass_matrix`
+    dtau_dq, dtau_dqd, M = values[..., 0], values[..., 1], values[..., 2] + jnp.diag(model.armature)
+    tau = dot(S, Fc_j) + model.armature * qdd
+    return InverseDynamicsDerivatives(tau, dtau_dq, dtau_dqd, M)
+
+
+@full_precision
+def forward_dynamics_derivatives(model, q, qd, tau, f_ext=None) -> ForwardDynamicsDerivatives:
+    """The forward dynamics ``qdd`` (nv,) and its Jacobians ``d qdd/d q``, ``d qdd/d qd``, ``d qdd/d tau = M^-1``
+    (nv, nv) at one state: ``d qdd = -M^-1 d ID`` at the computed ``qdd`` (module docstring). Columns in ``q`` are
+    tangent directions (`jaxmb.integrate`), as in Pinocchio's ``computeABADerivatives``.
+
+    Args: q (nq,), qd (nv,), tau (nv,), f_ext (nb, 6) or None (body coordinates, about the body origins).
+    """
+    ab = articulated_body(model, q, qd, tau, f_ext)
+    d = inverse_dynamics_derivatives(model, q, qd, ab.qdd, f_ext)
+    Minv = mass_matrix_inverse_from(model, q, ab)  # the factors of the same sweep (7.18)
+    return ForwardDynamicsDerivatives(ab.qdd, -Minv @ d.dtau_dq, -Minv @ d.dtau_dqd, Minv)
