@@ -39,6 +39,7 @@ The forward dynamics follows from ``ID(q, qd, FD(q, qd, tau)) = tau``: ``d qdd =
 M^-1``. `tests/test_derivatives.py` checks both against autodiff through `jaxmb.integrate` and against Pinocchio.
 """
 
+import functools
 from typing import NamedTuple
 
 import jax.numpy as jnp
@@ -57,12 +58,10 @@ from jaxmb.spatial import (
     cross_force,
     cross_motion,
     dot,
-    mm,
     mv,
     phi,
     phi_congruence,
     phi_star_inv,
-    skew,
     swap,
 )
 from jaxmb.sweeps import down, up
@@ -88,10 +87,11 @@ class ForwardDynamicsDerivatives(NamedTuple):
     dqdd_dtau: jnp.ndarray
 
 
+@functools.cache
 def _pairs(topo):
     """The static (row, column) pairs of the nonzero entries and the (nv, nv) map into them: first the pairs whose
     row body is a strict ancestor of the column body, then those whose row body is in the column body's subtree
-    (itself included); index ``len(pairs)`` is the zero of unrelated coordinates."""
+    (itself included); index ``len(pairs)`` is the zero of unrelated coordinates. Once per topology."""
     body = topo.dof_body
     r, c = np.meshgrid(np.arange(topo.nv), np.arange(topo.nv), indexing="ij")
     above = topo.support[body[c], r] & (body[r] != body[c])  # body(r) a strict ancestor of body(c)
@@ -101,18 +101,6 @@ def _pairs(topo):
     index = np.full((topo.nv, topo.nv), len(rows))
     index[rows, cols] = np.arange(len(rows))
     return int(above.sum()), rows, cols, index
-
-
-def _force_cross_matrix(h):
-    """The 6x6 matrix of ``x -> x x* h`` for a force ``h = [n; f]`` (..., 6): ``[[-n~, -f~], [-f~, 0]]``."""
-    n, f = -skew(h[..., :3]), -skew(h[..., 3:])
-    return jnp.concatenate([jnp.concatenate([n, f], -1), jnp.concatenate([f, jnp.zeros_like(f)], -1)], -2)
-
-
-def _motion_cross_matrix(V):
-    """The 6x6 matrix of ``x -> V x x`` for a motion ``V = [w; v]`` (..., 6): ``[[w~, 0], [v~, w~]]``."""
-    w, v = skew(V[..., :3]), skew(V[..., 3:])
-    return jnp.concatenate([jnp.concatenate([w, jnp.zeros_like(w)], -1), jnp.concatenate([v, w], -1)], -2)
 
 
 def _world_step(parent, X_k, *args_k):
@@ -126,8 +114,10 @@ def _in_world(T, M, V, alpha, f):
     ``V``, ``A``, ``f`` (nb, 6)."""
     I = phi_congruence(T, M)
     V = phi_star_inv(T, V)
-    crm = _motion_cross_matrix(V)
-    B = mm(swap(-crm), I) - mm(I, crm) + _force_cross_matrix(mv(I, V))  # V x* I - I V x + (. x* I V)
+    # B = V x* I - I V x + (. x* I V): with I symmetric, I (V x) = -(V x* I)*, and column c of the last term is
+    # e_c x* (I V); the rows of cross_force(V, I) are the columns of V x* I
+    VI = swap(cross_force(V[..., None, :], I))  # V x* I
+    B = VI + swap(VI) + swap(cross_force(jnp.eye(6, dtype=V.dtype), mv(I, V)[..., None, :]))
     return I, B, V, phi_star_inv(T, alpha), phi(T, f)
 
 
