@@ -2,7 +2,8 @@
 
 Every function takes one state and is pure, so ``jax.jit``, ``jax.vmap`` and ``jax.grad`` compose with it;
 `jaxmb.jit` is ``jax.jit`` with the XLA options that compile jaxmb's programs fastest on the CPU, and
-`jaxmb.chunked_vmap` is ``jax.vmap`` computed a chunk of states at a time (faster for large batches on the CPU).
+`jaxmb.chunked_vmap` is ``jax.vmap`` computed a chunk of states at a time (faster for large batches on the CPU;
+`forward_dynamics` and `inverse_dynamics` do so by themselves under ``jax.vmap``).
 Conventions: spatial vectors angular first ``[w; v]``; quaternions ``[w, x, y, z]``; gravity is physical
 (``model.gravity``, default ``[0, 0, -9.81]``). See README.md and docs in each module.
 """

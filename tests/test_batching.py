@@ -1,5 +1,7 @@
 """`jaxmb.chunked_vmap`: the same values and gradients as `jax.vmap`, for batches that chunks divide or not, with
-shared arguments, and clear errors for what it cannot map."""
+shared arguments, and clear errors for what it cannot map. The batching rule of `forward_dynamics` and
+`inverse_dynamics` (`jaxmb.batching.in_cpu_chunks`): chunks where the scratch would pass the threshold, the same
+values and derivatives as state by state, and scratch estimates close to XLA's."""
 
 import jax
 import jax.numpy as jnp
@@ -7,6 +9,9 @@ import numpy as np
 import pytest
 
 import jaxmb
+from jaxmb import batching
+from jaxmb.dynamics.articulated import _aba_scratch, articulated_body
+from jaxmb.dynamics.inverse import _newton_euler, _rnea_scratch
 from jaxmb.testing import random_model, random_state
 
 from checks import fast_jit
@@ -63,3 +68,99 @@ def test_bad_axes_and_chunk_sizes_are_named(problem):
         jaxmb.chunked_vmap(jaxmb.forward_dynamics, (None, 1, 0, 0))(model, q, qd, tau)
     with pytest.raises(ValueError, match="batched"):
         jaxmb.chunked_vmap(jaxmb.forward_dynamics, None)(model, q[0], qd[0], tau[0])
+
+
+# -- the batching rule of forward_dynamics and inverse_dynamics (jaxmb.batching.in_cpu_chunks) --
+
+DYNAMICS = {"forward": jaxmb.forward_dynamics, "inverse": jaxmb.inverse_dynamics}
+
+
+@pytest.fixture
+def tiny_threshold(problem, monkeypatch):
+    """Thresholds under which a batch of `BATCH` states of `problem` is computed in chunks of 3 states (the RNEA)
+    or 2 (the ABA), both with padding."""
+    model, q = problem[:2]
+    monkeypatch.setattr(batching, "MMAP_THRESHOLD", 1)
+    monkeypatch.setattr(batching, "CHUNK_SCRATCH", 3 * _rnea_scratch(model, q[0]))
+    assert batching._chunks(BATCH, _rnea_scratch(model, q[0]))[1] == 3
+    assert batching._chunks(BATCH, _aba_scratch(model, q[0]))[1] == 2
+
+
+def _loop(f, model, q, qd, x, f_ext):
+    return np.stack([f(model, q[i], qd[i], x[i], f_ext[i]) for i in range(len(q))])
+
+
+def test_chunk_counts_keep_each_chunk_under_the_threshold():
+    assert batching._chunks(4096, 19_800) == (4, 1024)  # talos' ABA in float32: 81 MB in 4 chunks of 20 MB
+    assert batching._chunks(4096, 8_000) == (1, 4096)  # 32.8 MB: under 32 MiB, one vmap
+    assert batching._chunks(4097, 19_800) == (4, 1025)  # 3 rows of padding
+    assert batching._chunks(3, 10**9) == (3, 1)
+
+
+@pytest.mark.parametrize("name", DYNAMICS)
+def test_batches_in_chunks_equal_state_by_state(problem, tiny_threshold, name):
+    model, q, qd, x = problem
+    f_ext = jax.random.normal(jax.random.PRNGKey(2), (BATCH, model.nb, 6))
+    f = DYNAMICS[name]
+    batched = jax.vmap(lambda *a: f(model, *a))
+    assert "scan" in str(jax.make_jaxpr(batched)(q, qd, x, f_ext))  # chunked: a lax.map over chunks
+    np.testing.assert_allclose(fast_jit(batched)(q, qd, x, f_ext), _loop(f, model, q, qd, x, f_ext),
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", DYNAMICS)
+def test_small_batches_and_other_backends_are_one_vmap(problem, monkeypatch, name):
+    model, q, qd, x = problem
+    batched = jax.vmap(lambda *a: DYNAMICS[name](model, *a))
+    assert "scan" not in str(jax.make_jaxpr(batched)(q, qd, x))
+    monkeypatch.setattr(batching, "MMAP_THRESHOLD", 1)
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert "scan" not in str(jax.make_jaxpr(batched)(q, qd, x))
+
+
+@pytest.mark.parametrize("name", DYNAMICS)
+def test_batched_models_and_nested_vmaps_in_chunks_equal_state_by_state(problem, tiny_threshold, name):
+    model, q, qd, x = problem
+    f = DYNAMICS[name]
+    scale = jnp.linspace(0.5, 2.0, BATCH)
+    heavier = lambda s: model.replace(mass=model.mass * s)  # noqa: E731
+    got = fast_jit(jax.vmap(lambda s, q, qd, x: f(heavier(s), q, qd, x)))(scale, q, qd, x)
+    want = np.stack([f(heavier(scale[i]), q[i], qd[i], x[i]) for i in range(BATCH)])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    per_state = jax.vmap(lambda q, qd, x: f(model, q, qd, x))
+    nested = fast_jit(jax.vmap(per_state, in_axes=(None, 0, None)))(q, jnp.stack([qd, 2 * qd]), x)
+    for j in range(2):
+        want = np.stack([f(model, q[i], (j + 1) * qd[i], x[i]) for i in range(BATCH)])
+        np.testing.assert_allclose(nested[j], want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", DYNAMICS)
+def test_derivatives_through_chunked_batches_equal_those_of_one_vmap(problem, monkeypatch, name):
+    model, q, qd, x = problem
+    f = DYNAMICS[name]
+
+    dq = jax.random.normal(jax.random.PRNGKey(3), q.shape)
+
+    def derivatives():
+        def batched(model, q, x):
+            return jax.vmap(lambda q, qd, x: f(model, q, qd, x))(q, qd, x)
+
+        loss = lambda model, q, x: jnp.sum(batched(model, q, x) ** 2)  # noqa: E731
+        return jax.grad(loss, argnums=(0, 1, 2))(model, q, x), jax.jvp(lambda q: batched(model, q, x), (q,), (dq,))
+
+    want = derivatives()
+    monkeypatch.setattr(batching, "MMAP_THRESHOLD", 1)
+    monkeypatch.setattr(batching, "CHUNK_SCRATCH", 1)
+    got = derivatives()
+    jax.tree.map(lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12), got, want)
+
+
+@pytest.mark.parametrize("seed, n_bodies, floating_base, branching", [(0, 8, True, 0.5), (1, 16, False, 0.0)])
+def test_scratch_estimates_are_within_a_factor_of_two_of_xla(seed, n_bodies, floating_base, branching):
+    model = random_model(seed, n_bodies=n_bodies, floating_base=floating_base, branching=branching)
+    batch = 64
+    q, v = jnp.zeros((batch, model.nq)), jnp.zeros((batch, model.nv))
+    for f, estimate in [(lambda q, qd, t: articulated_body(model, q, qd, t).qdd, _aba_scratch),
+                        (lambda q, qd, t: _newton_euler(model, q, qd, t, None)[1], _rnea_scratch)]:
+        measured = jax.jit(jax.vmap(f)).lower(q, v, v).compile().memory_analysis().temp_size_in_bytes
+        assert 0.5 < measured / (batch * estimate(model, q[0])) < 2
