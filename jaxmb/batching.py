@@ -31,6 +31,12 @@ CHUNK_SCRATCH = 24 * 2**20
 """The scratch (bytes) one chunk of `vmap_in_cpu_chunks` is sized for, a margin under `MMAP_THRESHOLD`."""
 
 
+def _with_states(args, batched, states):
+    """``args`` with each entry flagged in ``batched`` replaced, in order, by the next of ``states``."""
+    states = iter(states)
+    return [next(states) if b else x for x, b in zip(args, batched)]
+
+
 def chunked_vmap(fun, in_axes=0, chunk_size=1024):
     """``jax.vmap(fun, in_axes)``, computed ``chunk_size`` states at a time: a `jax.lax.map` over chunks, each chunk
     one `vmap` (the last one shorter when ``chunk_size`` does not divide the batch).
@@ -58,11 +64,7 @@ def chunked_vmap(fun, in_axes=0, chunk_size=1024):
         if all(a is None for a in axes):
             raise ValueError("chunked_vmap: at least one argument must be batched (in_axes 0)")
         mapped = tuple(arg for arg, a in zip(args, axes) if a == 0)
-
-        def one(states):
-            states = iter(states)
-            return fun(*(next(states) if a == 0 else arg for arg, a in zip(args, axes)))
-
+        one = lambda states: fun(*_with_states(args, [a == 0 for a in axes], states))  # noqa: E731
         return jax.lax.map(one, jax.tree.map(jnp.asarray, mapped), batch_size=chunk_size)
 
     return batched
@@ -119,21 +121,16 @@ def vmap_in_cpu_chunks(fun, scratch_per_state):
 
         @chunked.def_vmap
         def rule(axis_size, in_batched, *leaves):
-            plain = jax.vmap(call, in_axes=[0 if b else None for b in in_batched])
             k, chunk = _chunks(axis_size, per_state)
             if k == 1 or jax.default_backend() != "cpu":
-                y = plain(*leaves)
+                y = jax.vmap(call, in_axes=[0 if b else None for b in in_batched])(*leaves)
             else:
-
-                def one_chunk(mapped):
-                    mapped = iter(mapped)
-                    return plain(*(next(mapped) if b else x for x, b in zip(leaves, in_batched)))
-
                 pad = k * chunk - axis_size  # copies of the last state, cut off below
                 mapped = [x for x, b in zip(leaves, in_batched) if b]
                 mapped = [jnp.concatenate([x, jnp.repeat(x[-1:], pad, 0)]) if pad else x for x in mapped]
-                ys = jax.lax.map(one_chunk, [x.reshape((k, chunk) + x.shape[1:]) for x in mapped])
-                y = [y.reshape((k * chunk,) + y.shape[2:])[:axis_size] for y in ys]
+                ys = jax.lax.map(lambda states: call(*_with_states(leaves, in_batched, states)), mapped,
+                                 batch_size=chunk)
+                y = [y[:axis_size] for y in ys]
             return y, [True] * len(y)
 
         return jax.tree.unflatten(jax.tree.structure(out_shape), chunked(*leaves))
