@@ -1,5 +1,6 @@
 """Batches on the CPU a chunk of states at a time: `chunked_vmap` for any function, and `in_cpu_chunks`, the
-batching rule of `forward_dynamics` and `inverse_dynamics`, which picks chunks by itself.
+batching rule of `forward_dynamics` and `inverse_dynamics`, which picks chunks by itself, for the functions and for
+their derivatives (`linear_in_cpu_chunks`).
 
 XLA's CPU runtime allocates each call's scratch memory afresh, with the process's ``malloc``. glibc hands a block
 above its mmap threshold (at most 32 MiB) straight from the kernel and gives it back at the end of the call, so
@@ -12,7 +13,9 @@ short robot, a small batch, or the GPU, whose allocator keeps its memory) chunks
 
 Scratch grows linearly with the batch (to the byte, on panda, go1 and talos), so an algorithm states its scratch
 per state from the model's shapes, and `in_cpu_chunks` gives its `jax.vmap` the fewest equal chunks that stay under
-the threshold.
+the threshold. A gradient needs 2-4x the scratch of its function (244 MB for the talos ABA's), so the tangent maps
+and their transposes are chunked too: ``jax.vmap(jax.grad(...))`` of the talos ABA ran at 35-40 against 49-52
+us/state (benchmarks/README.md, "Gradients in chunks").
 """
 
 import functools
@@ -23,6 +26,8 @@ import jax.extend
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
 from jax.custom_derivatives import SymbolicZero
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
 
 MMAP_THRESHOLD = 32 * 2**20
 """glibc's largest mmap threshold (bytes): scratch above it is mapped afresh by every call."""
@@ -70,23 +75,26 @@ def chunked_vmap(fun, in_axes=0, chunk_size=1024):
     return batched
 
 
-def jvp_of_nonzero(fun, primals, tangents):
-    """``jax.jvp(fun, primals, tangents)`` over the leaves whose tangent is not a symbolic zero: ``(y, dy)``, with
-    ``dy`` None if all are. Leaves without a tangent stay constants, so no work is spent on their zero
-    derivatives."""
-    flat, tree = jax.tree.flatten(primals)
+def live_tangents(primals, tangents):
+    """``(live, dots)``: the indices of the flattened ``primals`` whose tangents are not symbolic zeros, and those
+    tangents. Derivatives taken in them alone spend no work on zero derivatives."""
     flat_dot = jax.tree.leaves(tangents, is_leaf=lambda t: isinstance(t, SymbolicZero))
     live = [i for i, t in enumerate(flat_dot) if not isinstance(t, SymbolicZero)]
-    if not live:
-        return fun(*primals), None
+    return live, [flat_dot[i] for i in live]
 
-    def of_live(*xs):
+
+def of_live(fun, primals, live):
+    """``(fun_of_live, live_primals)``: ``fun`` as a function of the leaves ``live`` of its flattened arguments
+    ``primals`` (the others held at their values), and those leaves."""
+    flat, tree = jax.tree.flatten(primals)
+
+    def fun_of_live(*xs):
         leaves = list(flat)
         for i, x in zip(live, xs):
             leaves[i] = x
         return fun(*jax.tree.unflatten(tree, leaves))
 
-    return jax.jvp(of_live, tuple(flat[i] for i in live), tuple(flat_dot[i] for i in live))
+    return fun_of_live, [flat[i] for i in live]
 
 
 def _chunks(axis_size, per_state):
@@ -96,6 +104,21 @@ def _chunks(axis_size, per_state):
         return 1, axis_size
     k = min(axis_size, math.ceil(axis_size * per_state / CHUNK_SCRATCH))
     return k, -(-axis_size // k)
+
+
+def _map_in_chunks(call, axis_size, in_batched, leaves, per_state):
+    """``call`` (flat leaves of one state -> list of arrays) over a batch of ``axis_size`` states, the leaves
+    flagged in ``in_batched`` carrying it as their leading axis: on the CPU, where the scratch would exceed
+    `MMAP_THRESHOLD`, the batch is padded to equal chunks (`_chunks`) by repeating its last state, mapped by
+    `jax.lax.map` (each chunk one `jax.vmap`) and cut back; otherwise one `jax.vmap`. Every output is batched."""
+    k, chunk = _chunks(axis_size, per_state)
+    if k == 1 or jax.default_backend() != "cpu":
+        return jax.vmap(call, in_axes=[0 if b else None for b in in_batched], axis_size=axis_size)(*leaves)
+    pad = k * chunk - axis_size  # copies of the last state, cut off below
+    mapped = [x for x, b in zip(leaves, in_batched) if b]
+    mapped = [jnp.concatenate([x, jnp.repeat(x[-1:], pad, 0)]) if pad else x for x in mapped]
+    ys = jax.lax.map(lambda states: call(*_with_states(leaves, in_batched, states)), mapped, batch_size=chunk)
+    return [y[:axis_size] for y in ys]
 
 
 def vmap_in_cpu_chunks(fun, scratch_per_state):
@@ -121,16 +144,9 @@ def vmap_in_cpu_chunks(fun, scratch_per_state):
 
         @chunked.def_vmap
         def rule(axis_size, in_batched, *leaves):
-            k, chunk = _chunks(axis_size, per_state)
-            if k == 1 or jax.default_backend() != "cpu":
-                y = jax.vmap(call, in_axes=[0 if b else None for b in in_batched])(*leaves)
-            else:
-                pad = k * chunk - axis_size  # copies of the last state, cut off below
-                mapped = [x for x, b in zip(leaves, in_batched) if b]
-                mapped = [jnp.concatenate([x, jnp.repeat(x[-1:], pad, 0)]) if pad else x for x in mapped]
-                ys = jax.lax.map(lambda states: call(*_with_states(leaves, in_batched, states)), mapped,
-                                 batch_size=chunk)
-                y = [y[:axis_size] for y in ys]
+            if not any(in_batched):  # the JVP of a batched call whose primals are not batched
+                return call(*leaves), [False] * len(closed.out_avals)
+            y = _map_in_chunks(call, axis_size, in_batched, leaves, per_state)
             return y, [True] * len(y)
 
         return jax.tree.unflatten(jax.tree.structure(out_shape), chunked(*leaves))
@@ -138,15 +154,161 @@ def vmap_in_cpu_chunks(fun, scratch_per_state):
     return functools.wraps(fun)(batched_in_chunks)
 
 
-def in_cpu_chunks(fun, scratch_per_state):
-    """`vmap_in_cpu_chunks` of ``fun``, differentiable: a `jax.custom_jvp` whose rule is the JVP of ``fun`` itself
-    (over the arguments whose tangents are not symbolic zeros), so that derivatives, in any mode and order, are
-    exactly those of ``fun``, batched by plain `jax.vmap`."""
-    f = jax.custom_jvp(vmap_in_cpu_chunks(fun, scratch_per_state))
+def in_cpu_chunks(fun, scratch_per_state, tangent_scratch_per_state):
+    """`vmap_in_cpu_chunks` of ``fun``, differentiable: a `jax.custom_jvp` whose tangent is the JVP of ``fun``
+    itself, over the arguments whose tangents are not symbolic zeros, bound as a `linear_in_cpu_chunks` map whose
+    transpose is the VJP of ``fun``. So derivatives, in any mode and order, are exactly those of ``fun``, and
+    `jax.vmap` batches them in chunks too.
+
+    Args:
+        fun, scratch_per_state: as for `vmap_in_cpu_chunks`.
+        tangent_scratch_per_state: ``(*args) -> (jvp_bytes, vjp_bytes)``, the scratch per state of the batched
+            tangent map and of its transpose.
+    """
+    chunked = vmap_in_cpu_chunks(fun, scratch_per_state)
+    f = jax.custom_jvp(chunked)
 
     def f_jvp(primals, tangents):
-        y, dy = jvp_of_nonzero(fun, primals, tangents)
-        return y, jax.tree.map(jnp.zeros_like, y) if dy is None else dy
+        y = chunked(*primals)
+        live, dots = live_tangents(primals, tangents)
+        if not live:
+            return y, jax.tree.map(jnp.zeros_like, y)
+
+        def jvp(res, lin):
+            fun_of_live, at = of_live(fun, res, live)
+            return jax.jvp(fun_of_live, at, lin)[1]
+
+        def vjp(res, ct):
+            fun_of_live, at = of_live(fun, res, live)
+            return list(jax.vjp(fun_of_live, *at)[1](ct))
+
+        return y, linear_in_cpu_chunks(jvp, vjp, primals, dots, tangent_scratch_per_state(*primals))
 
     f.defjvp(f_jvp, symbolic_zeros=True)
     return f
+
+
+# -- linear maps batched in chunks, with their transposes: the derivatives of the chunked functions --
+
+linear_p = Primitive("jaxmb_linear_in_cpu_chunks")
+"""``linear_p.bind(*res, *lin, jaxpr, transpose, n_res, scratch)``: the closed ``jaxpr`` of one call, linear in
+its arguments after the first ``n_res`` (the residuals). ``transpose()`` gives the closed jaxpr of its transpose, a
+function of ``(*res, *cotangents)``; ``scratch`` holds the bytes per state of the map and of its transpose."""
+linear_p.multiple_results = True
+
+
+def linear_in_cpu_chunks(fun, fun_t, res, lin, scratch):
+    """``fun(res, lin)``, linear in ``lin``, transposed by ``fun_t(res, ct)``, and batched in chunks on the CPU the
+    way `vmap_in_cpu_chunks` batches a function, as are its transpose and their own derivatives.
+
+    Reverse mode transposes a function's derivative, and the transpose is batched op by op, where no `custom_vmap`
+    rule reaches it. So `in_cpu_chunks` binds its tangent map as this primitive (`linear_p`), whose transpose is
+    ``fun_t`` and whose batching rule maps both in chunks: `jax.vmap` of a gradient computes the gradient's sweeps
+    a chunk at a time as well.
+
+    Args:
+        fun: ``fun(res, lin) -> pytree``, linear in ``lin``.
+        fun_t: ``fun_t(res, ct) -> pytree like lin``, the transpose of ``fun`` in ``lin``.
+        res, lin: pytrees of arrays. Neither function may close over traced values: pass them in ``res``.
+        scratch: ``(fun_bytes, fun_t_bytes)``, the scratch per state of a batched ``fun`` and ``fun_t``.
+    """
+    res_leaves, res_tree = jax.tree.flatten(res)
+    lin_leaves, lin_tree = jax.tree.flatten(lin)
+    n_res, out_tree = len(res_leaves), []
+    res_avals, lin_avals = _avals(res_leaves), _avals(lin_leaves)
+
+    def flat_fun(*xs):
+        out = fun(jax.tree.unflatten(res_tree, xs[:n_res]), jax.tree.unflatten(lin_tree, xs[n_res:]))
+        out_tree.append(jax.tree.structure(out))
+        return jax.tree.leaves(out)
+
+    jaxpr = jax.make_jaxpr(flat_fun)(*res_avals, *lin_avals)
+
+    @functools.cache
+    def transpose():
+        def flat_fun_t(*xs):
+            ct = fun_t(jax.tree.unflatten(res_tree, xs[:n_res]), jax.tree.unflatten(out_tree[0], xs[n_res:]))
+            if jax.tree.structure(ct) != lin_tree:
+                raise TypeError(f"linear_in_cpu_chunks: the transpose returned {jax.tree.structure(ct)}, not the "
+                                f"structure of the linear arguments, {lin_tree}")
+            return jax.tree.leaves(ct)
+
+        return jax.make_jaxpr(flat_fun_t)(*res_avals, *_avals(jaxpr.out_avals))
+
+    out = linear_p.bind(*res_leaves, *lin_leaves, jaxpr=jaxpr, transpose=transpose, n_res=n_res,
+                        scratch=tuple(scratch))
+    return jax.tree.unflatten(out_tree[0], out)
+
+
+def _avals(xs):
+    """The shapes and dtypes of ``xs``, to trace with: the values themselves may be tracers of other
+    transformations."""
+    return [jax.ShapeDtypeStruct(jnp.shape(x), x.dtype) for x in xs]
+
+
+def _linear_impl(*args, jaxpr, **_):
+    return jax.extend.core.jaxpr_as_fun(jaxpr)(*args)
+
+
+def _linear_jvp(primals, tangents, *, jaxpr, transpose, n_res, scratch):
+    """Linear in ``lin``: ``d fun = fun(res, d lin) + (d fun / d res) d res``, the second term (of second and
+    higher derivatives) by plain autodiff of the jaxpr."""
+    params = dict(jaxpr=jaxpr, transpose=transpose, n_res=n_res, scratch=scratch)
+    y = linear_p.bind(*primals, **params)
+    res, lin = primals[:n_res], primals[n_res:]
+    res_dot, lin_dot = tangents[:n_res], tangents[n_res:]
+    if all(type(t) is ad.Zero for t in lin_dot):
+        dy = [jnp.zeros(a.shape, a.dtype) for a in jaxpr.out_avals]
+    else:
+        dy = linear_p.bind(*res, *map(ad.instantiate_zeros, lin_dot), **params)
+    live = [i for i, t in enumerate(res_dot) if type(t) is not ad.Zero]
+    if live:
+        call = jax.extend.core.jaxpr_as_fun(jaxpr)
+        _, dy_res = jax.jvp(*of_live(lambda *res: call(*res, *lin), tuple(res), live), [res_dot[i] for i in live])
+        dy = [a + b for a, b in zip(dy, dy_res)]
+    return y, dy
+
+
+def _linear_transpose(cts, *args, jaxpr, transpose, n_res, scratch):
+    res, lin = args[:n_res], args[n_res:]
+    if any(ad.is_undefined_primal(x) for x in res):
+        raise ValueError("linear_in_cpu_chunks: transposed in a residual argument, in which it is not linear")
+    cts = [ad.instantiate_zeros(ct) if type(ct) is ad.Zero else ct for ct in cts]
+    lin_cts = linear_p.bind(*res, *cts, jaxpr=transpose(), transpose=lambda: jaxpr, n_res=n_res,
+                            scratch=scratch[::-1])
+    return [None] * n_res + [ct if ad.is_undefined_primal(x) else None for x, ct in zip(lin, lin_cts)]
+
+
+def _linear_batch(args, dims, *, jaxpr, transpose, n_res, scratch):
+    """Both the map and its transpose batched by `_map_in_chunks`; the transpose sums the cotangents of the
+    linear arguments that are not batched."""
+    size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
+    args = [x if d is None else jnp.moveaxis(x, d, 0) for x, d in zip(args, dims)]
+    in_batched = [d is not None for d in dims]
+    batched_aval = lambda a: jax.ShapeDtypeStruct((size, *a.shape), a.dtype)  # noqa: E731
+    call = jax.extend.core.jaxpr_as_fun(jaxpr)
+    batched_jaxpr = jax.make_jaxpr(lambda *xs: _map_in_chunks(call, size, in_batched, xs, scratch[0]))(
+        *_avals(args))
+
+    @functools.cache
+    def batched_transpose():
+        call_t = jax.extend.core.jaxpr_as_fun(transpose())
+        res_batched, lin_batched = in_batched[:n_res], in_batched[n_res:]
+
+        def transposed(*xs):
+            cts = _map_in_chunks(call_t, size, res_batched + [True] * len(jaxpr.out_avals), xs, scratch[1])
+            return [ct if b else ct.sum(0) for ct, b in zip(cts, lin_batched)]
+
+        return jax.make_jaxpr(transposed)(*_avals(args[:n_res]), *map(batched_aval, jaxpr.out_avals))
+
+    out = linear_p.bind(*args, jaxpr=batched_jaxpr, transpose=batched_transpose, n_res=n_res,
+                        scratch=(scratch[0] * size, scratch[1] * size))
+    return out, [0] * len(out)
+
+
+linear_p.def_impl(_linear_impl)
+linear_p.def_abstract_eval(lambda *_, jaxpr, **__: jaxpr.out_avals)
+mlir.register_lowering(linear_p, mlir.lower_fun(_linear_impl, multiple_results=True))
+ad.primitive_jvps[linear_p] = _linear_jvp
+ad.primitive_transposes[linear_p] = _linear_transpose
+batching.primitive_batchers[linear_p] = _linear_batch

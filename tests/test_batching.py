@@ -1,12 +1,15 @@
 """`jaxmb.chunked_vmap`: the same values and gradients as `jax.vmap`, for batches that chunks divide or not, with
 shared arguments, and clear errors for what it cannot map. The batching rule of `forward_dynamics` and
 `inverse_dynamics` (`jaxmb.batching.in_cpu_chunks`): chunks where the scratch would pass the threshold, the same
-values and derivatives as state by state, and scratch estimates close to XLA's."""
+values and derivatives as state by state, gradients in chunks too, and scratch estimates close to XLA's. The
+linear primitive behind those gradients (`jaxmb.batching.linear_in_cpu_chunks`): the derivatives, transposes and
+batches of a plain function."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.test_util import check_grads
 
 import jaxmb
 from jaxmb import batching
@@ -155,6 +158,22 @@ def test_derivatives_through_chunked_batches_equal_those_of_one_vmap(problem, mo
     jax.tree.map(lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12), got, want)
 
 
+@pytest.mark.parametrize("name", DYNAMICS)
+def test_gradients_under_vmap_are_computed_in_chunks_and_equal_state_by_state(problem, tiny_threshold, name):
+    """``jax.vmap(jax.grad(...))``: the forward call and the transposed tangent map (`linear_in_cpu_chunks`) each run
+    in chunks, and the gradients, in the model, the state and ``f_ext``, equal those of single states."""
+    model, q, qd, x = problem
+    f_ext = jax.random.normal(jax.random.PRNGKey(2), (BATCH, model.nb, 6))
+    f = DYNAMICS[name]
+    grad = jax.grad(lambda m, *a: jnp.sum(jnp.sin(f(m, *a))), argnums=(0, 1, 2, 3, 4))
+    batched = jax.vmap(grad, in_axes=(None, 0, 0, 0, 0))
+    assert str(jax.make_jaxpr(batched)(model, q, qd, x, f_ext)).count("scan[") == 2
+    got = fast_jit(batched)(model, q, qd, x, f_ext)
+    for i in range(BATCH):
+        want = grad(model, q[i], qd[i], x[i], f_ext[i])
+        jax.tree.map(lambda g, w: np.testing.assert_allclose(g[i], w, rtol=1e-12, atol=1e-12), got, want)
+
+
 @pytest.mark.parametrize("seed, n_bodies, floating_base, branching", [(0, 8, True, 0.5), (1, 16, False, 0.0)])
 def test_scratch_estimates_are_within_a_factor_of_two_of_xla(seed, n_bodies, floating_base, branching):
     model = random_model(seed, n_bodies=n_bodies, floating_base=floating_base, branching=branching)
@@ -164,3 +183,62 @@ def test_scratch_estimates_are_within_a_factor_of_two_of_xla(seed, n_bodies, flo
                         (lambda q, qd, t: _newton_euler(model, q, qd, t, None)[1], _rnea_scratch)]:
         measured = jax.jit(jax.vmap(f)).lower(q, v, v).compile().memory_analysis().temp_size_in_bytes
         assert 0.5 < measured / (batch * estimate(model, q[0])) < 2
+
+
+# -- linear maps in chunks (jaxmb.batching.linear_in_cpu_chunks) --
+
+def _matrix(r):
+    """A 3x2 matrix that depends nonlinearly on the residual ``r`` (2,)."""
+    return jnp.stack([jnp.stack([r[0], r[1] ** 2]), jnp.stack([jnp.sin(r[0]), r[0] * r[1]]), jnp.exp(r)])
+
+
+def _plain(r, x):
+    return {"y": _matrix(r) @ x["a"] + x["b"]}
+
+
+def _chunked(r, x):
+    return batching.linear_in_cpu_chunks(_plain, lambda r, ct: {"a": _matrix(r).T @ ct["y"], "b": ct["y"]}, r, x,
+                                         (8, 8))
+
+
+@pytest.fixture
+def linear_problem():
+    keys = jax.random.split(jax.random.PRNGKey(5), 3)
+    r = jax.random.normal(keys[0], (BATCH, 2))
+    x = {"a": jax.random.normal(keys[1], (BATCH, 2)), "b": jax.random.normal(keys[2], (BATCH, 3))}
+    return r, x
+
+
+def test_linear_map_has_the_derivatives_of_the_plain_map_to_second_order(linear_problem):
+    r, x = linear_problem
+    one = (r[0], jax.tree.map(lambda v: v[0], x))
+    np.testing.assert_allclose(_chunked(*one)["y"], _plain(*one)["y"], rtol=1e-15)
+    check_grads(_chunked, one, order=2, modes=("fwd", "rev"))
+    loss = lambda f: lambda r, x: jnp.sum(jnp.cos(f(r, x)["y"]))  # noqa: E731
+    for derivative in (jax.grad, jax.hessian):
+        jax.tree.map(lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-13),
+                     derivative(loss(_chunked), argnums=(0, 1))(*one), derivative(loss(_plain), argnums=(0, 1))(*one))
+
+
+def test_linear_map_batches_and_its_gradients_in_chunks_in_either_order(linear_problem, monkeypatch):
+    r, x = linear_problem
+    monkeypatch.setattr(batching, "MMAP_THRESHOLD", 1)
+    monkeypatch.setattr(batching, "CHUNK_SCRATCH", 24)  # chunks of 3 states, the last padded
+    loss = lambda f: lambda r, x: jnp.sum(jnp.cos(f(r, x)["y"]))  # noqa: E731
+    shared_x = jax.tree.map(lambda v: v[0], x)
+    cases = [(lambda f: jax.vmap(f), x),
+             (lambda f: jax.vmap(jax.grad(loss(f), argnums=(0, 1))), x),  # the gradient batched
+             (lambda f: jax.grad(loss(jax.vmap(f)), argnums=(0, 1)), x),  # the gradient of the batch
+             (lambda f: jax.vmap(jax.grad(loss(f), argnums=(0, 1)), in_axes=(0, None)), shared_x),  # x shared
+             (lambda f: jax.grad(loss(jax.vmap(f, in_axes=(0, None))), argnums=(0, 1)), shared_x)]  # ... and summed
+    for batched, x in cases:
+        assert "scan[" in str(jax.make_jaxpr(batched(_chunked))(r, x))
+        jax.tree.map(lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-13),
+                     batched(_chunked)(r, x), batched(_plain)(r, x))
+
+
+def test_a_transpose_of_the_wrong_structure_is_named():
+    bad = lambda r, x: batching.linear_in_cpu_chunks(_plain, lambda r, ct: ct, r, x, (8, 8))  # noqa: E731
+    r, x = jnp.ones(2), {"a": jnp.ones(2), "b": jnp.ones(3)}
+    with pytest.raises(TypeError, match="the transpose returned"):
+        jax.grad(lambda r, x: jnp.sum(bad(r, x)["y"]), argnums=1)(r, x)

@@ -13,12 +13,14 @@ Derivatives of `forward_dynamics` (any mode, any order) are not taken through th
 function theorem on ``ID(q, qd, FD(q, qd, tau)) = tau``: ``d qdd = M^-1 (d tau - d ID)``, with ``d ID`` the
 derivative of Newton-Euler at the fixed ``qdd`` (in ``q``, ``qd``, ``f_ext`` and every model parameter) and
 ``M^-1`` applied with the factors the forward sweep already has, ``M^-1 = [I - H psi K]* D^-1 [I - H psi K]``
-(7.18). Reverse mode transposes this, so a gradient costs the forward call, one Newton-Euler gradient and two
-vector sweeps: 2.1-3.0x the forward call on talos, against 5-5.5x through the sweeps (benchmarks/README.md).
+(7.18). Its transpose is ``M^-1`` (symmetric) followed by the Newton-Euler VJP, so a gradient costs the forward
+call, one Newton-Euler gradient and two vector sweeps: about 3x the forward call on talos, against 5-5.5x through
+the sweeps (benchmarks/README.md).
 
 Under `jax.vmap` on the CPU, a batch whose scratch memory would exceed glibc's 32 MiB mmap threshold is computed
 in equal chunks (`jaxmb.batching.vmap_in_cpu_chunks`): talos at batch 4096 in float32 ran at 12 us/state instead
-of 17-20.
+of 17-20. The tangent map and its transpose are chunked the same way (`jaxmb.batching.linear_in_cpu_chunks`), so
+the gradients of a batch are as well.
 """
 
 from typing import NamedTuple
@@ -27,8 +29,8 @@ import jax
 import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
 
-from jaxmb.batching import jvp_of_nonzero, vmap_in_cpu_chunks
-from jaxmb.dynamics.inverse import inverse_dynamics
+from jaxmb.batching import linear_in_cpu_chunks, live_tangents, of_live, vmap_in_cpu_chunks
+from jaxmb.dynamics.inverse import joint_forces
 from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, hinge_motion, joint_poses
 from jaxmb.kinematics import _velocity_step
 from jaxmb.model import check_shapes
@@ -185,11 +187,6 @@ def articulated_body(model, q, qd, tau, f_ext=None) -> ArticulatedBody:
     Args: q (nq,), qd (nv,), tau (nv,), f_ext (nb, 6) or None (body coordinates, about the body origins).
     Under ``jit``, outputs that are not used are not computed.
     """
-    return _articulated_body_and_joints(model, q, qd, tau, f_ext)[0]
-
-
-def _articulated_body_and_joints(model, q, qd, tau, f_ext):
-    """`articulated_body`, and the joint poses ``X`` and hinge map ``H`` it was computed with."""
     check_shapes(model, q=q, qd=qd, tau=tau, f_ext=f_ext)
     topo = model.topology
     X, H, M, a, b = velocity_terms(model, q, qd, f_ext)  # pass 0
@@ -199,9 +196,8 @@ def _articulated_body_and_joints(model, q, qd, tau, f_ext):
     G, K, D, eps, nu = dof
     alpha, qdd = down(topo, _acceleration_step, base_acceleration(model), X, a, dofs=(G, nu, H))  # pass 2
     alpha_plus = alpha - hinge_motion(model, H, qdd) - a
-    ab = ArticulatedBody(P, P_plus, tau_bar, psi, z, z_plus, a, b, alpha, alpha_plus, log_det_D, G, K, D, eps, nu,
-                         qdd)
-    return ab, X, H
+    return ArticulatedBody(P, P_plus, tau_bar, psi, z, z_plus, a, b, alpha, alpha_plus, log_det_D, G, K, D, eps, nu,
+                           qdd)
 
 
 def _innovations_step(z_children, X_k, H_k, G_k, D_k, x_k):
@@ -212,12 +208,13 @@ def _innovations_step(z_children, X_k, H_k, G_k, D_k, x_k):
     return phi(X_k, z_plus), z_plus, nu
 
 
-def _solve_factored(model, X, H, ab, x):
-    """``M^-1 x`` (nv,) from the factors ``G, D`` of ``ab`` (7.18): an up sweep for ``nu = D^-1 [I - H psi K] x``,
-    then pass 2 of Alg 7.2 with ``a = 0`` from a still world for ``[I - H psi K]* nu``. Vectors only."""
+def _solve_factored(model, X, H, G, D, x):
+    """``M^-1 x`` (nv,) from the factors ``G, D`` of `ArticulatedBody` (7.18): an up sweep for
+    ``nu = D^-1 [I - H psi K] x``, then pass 2 of Alg 7.2 with ``a = 0`` from a still world for
+    ``[I - H psi K]* nu``. Vectors only; symmetric in ``x``, as ``M^-1`` is."""
     topo, zero = model.topology, jnp.zeros(6, x.dtype)
-    _, nu = up(topo, _innovations_step, zero, X, dofs=(H, ab.G, ab.D, x))
-    _, y = down(topo, _acceleration_step, zero, X, jnp.zeros_like(ab.a), dofs=(ab.G, nu, H))
+    _, nu = up(topo, _innovations_step, zero, X, dofs=(H, G, D, x))
+    _, y = down(topo, _acceleration_step, zero, X, jnp.zeros((model.nb, 6), x.dtype), dofs=(G, nu, H))
     return y
 
 
@@ -226,8 +223,25 @@ def _aba_scratch(model, q, *_):
     return 112 * model.nb * q.dtype.itemsize
 
 
+def _implicit_scratch(model, q, *_):
+    """Bytes of XLA scratch per state of the batched tangent map of `forward_dynamics` and of its transpose, the
+    Newton-Euler VJP (with the factors): 101-123 and 253-302 words per body on panda, go1 and talos (whole JVP and
+    gradient programs)."""
+    return 112 * model.nb * q.dtype.itemsize, 300 * model.nb * q.dtype.itemsize
+
+
+def _factors_scratch(model, q, *_):
+    """`_aba_scratch` with room for the factors ``G, D`` that a gradient keeps for its transpose: in chunks of the
+    ABA's own size, the talos gradient at batch 4096 (float32) needed 34 MB, and took page faults."""
+    return 168 * model.nb * q.dtype.itemsize
+
+
 _accelerations_batched = vmap_in_cpu_chunks(
     lambda model, q, qd, tau, f_ext: articulated_body(model, q, qd, tau, f_ext).qdd, _aba_scratch)
+
+_factors_batched = vmap_in_cpu_chunks(
+    lambda model, q, qd, tau, f_ext: (lambda ab: (ab.qdd, ab.G, ab.D))(articulated_body(model, q, qd, tau, f_ext)),
+    _factors_scratch)
 
 
 @jax.custom_jvp
@@ -236,17 +250,39 @@ def _accelerations(model, q, qd, tau, f_ext):
 
 
 def _accelerations_jvp(primals, tangents):
+    """``d qdd = M^-1 (d tau - d ID)``: ``d ID`` the derivative of Newton-Euler at the fixed ``qdd`` along the
+    tangents of ``(model, q, qd, f_ext)`` that are not symbolic zeros, ``M^-1`` by the factors ``G, D``
+    (`_solve_factored`). Its transpose is ``M^-1`` (symmetric) followed by the VJP of Newton-Euler."""
     model, q, qd, tau, f_ext = primals
-    model_dot, q_dot, qd_dot, tau_dot, f_ext_dot = tangents
-    ab, X, H = _articulated_body_and_joints(model, q, qd, tau, f_ext)
-    # d qdd = M^-1 (d tau - d ID), d ID the derivative of Newton-Euler with qdd held fixed
-    _, dID = jvp_of_nonzero(lambda m, q, qd, f: inverse_dynamics(m, q, qd, ab.qdd, f),
-                            (model, q, qd, f_ext), (model_dot, q_dot, qd_dot, f_ext_dot))
-    if isinstance(tau_dot, SymbolicZero):
-        r = -dID
-    else:
-        r = tau_dot if dID is None else tau_dot - dID
-    return ab.qdd, _solve_factored(model, X, H, ab, r)
+    qdd, G, D = _factors_batched(model, q, qd, tau, f_ext)
+    live, dots = live_tangents((model, q, qd, f_ext), tangents[:3] + tangents[4:])
+    tau_dot = None if isinstance(tangents[3], SymbolicZero) else tangents[3]
+    if not live and tau_dot is None:
+        return qdd, jnp.zeros_like(qdd)
+
+    def newton_euler(res):  # Newton-Euler as a function of the live leaves of (model, q, qd, f_ext), at qdd
+        model, q, qd, f_ext, qdd, G, D = res
+        return of_live(lambda *args: joint_forces(*args[:3], qdd, args[3]), (model, q, qd, f_ext), live)
+
+    def solve(res, x):
+        model, q = res[:2]
+        return _solve_factored(model, joint_poses(model, q), hinge_map(model), res[5], res[6], x)
+
+    def tangent(res, lin):
+        id_dots, d_tau = lin
+        r = -jax.jvp(*newton_euler(res), id_dots)[1] if live else 0
+        return solve(res, r if d_tau is None else d_tau + r)
+
+    def transpose(res, ct):
+        lam = solve(res, ct)  # M^-1 ct
+        if not live:
+            return [], lam
+        fun, at = newton_euler(res)
+        ct_id = list(jax.vjp(fun, *at)[1](-lam))
+        return ct_id, None if tau_dot is None else lam
+
+    res = (model, q, qd, f_ext, qdd, G, D)
+    return qdd, linear_in_cpu_chunks(tangent, transpose, res, (dots, tau_dot), _implicit_scratch(model, q))
 
 
 _accelerations.defjvp(_accelerations_jvp, symbolic_zeros=True)
