@@ -112,13 +112,16 @@ def test_batches_in_chunks_equal_state_by_state(problem, tiny_threshold, name):
 
 
 @pytest.mark.parametrize("name", DYNAMICS)
-def test_small_batches_and_other_backends_are_one_vmap(problem, monkeypatch, name):
+def test_small_batches_and_other_backends_are_one_vmap_gradients_too(problem, monkeypatch, name):
     model, q, qd, x = problem
     batched = jax.vmap(lambda *a: DYNAMICS[name](model, *a))
-    assert "scan" not in str(jax.make_jaxpr(batched)(q, qd, x))
+    gradients = jax.vmap(jax.grad(lambda *a: jnp.sum(DYNAMICS[name](model, *a)), argnums=(0, 1, 2)))
+    for f in (batched, gradients):
+        assert "scan" not in str(jax.make_jaxpr(f)(q, qd, x))
     monkeypatch.setattr(batching, "MMAP_THRESHOLD", 1)
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-    assert "scan" not in str(jax.make_jaxpr(batched)(q, qd, x))
+    for f in (batched, gradients):
+        assert "scan" not in str(jax.make_jaxpr(f)(q, qd, x))
 
 
 @pytest.mark.parametrize("name", DYNAMICS)
