@@ -55,14 +55,14 @@ def best_time(fn, *args, min_total=0.3, max_reps=20):
     return min(times)
 
 
-def alternating_best_times(fn_a, fn_b, *args, rounds=3):
-    """Best wall times of ``fn_a(*args)`` and ``fn_b(*args)``, measured in alternating rounds of `best_time`, so
-    that a ratio of the two compares calls made in the same state of the process (its memory and the machine's
-    load): glibc may keep or return a call's scratch memory depending on what ran before."""
-    t_a, t_b = float("inf"), float("inf")
+def alternating_best_times(*calls, rounds=3):
+    """Best wall times of each ``(fn, args)`` of ``calls``, measured in alternating rounds of `best_time`, so that
+    their ratios compare calls made in the same state of the process (its memory and the machine's load): glibc
+    may keep or return a call's scratch memory depending on what ran before."""
+    best = [float("inf")] * len(calls)
     for _ in range(rounds):
-        t_a, t_b = min(t_a, best_time(fn_a, *args)), min(t_b, best_time(fn_b, *args))
-    return t_a, t_b
+        best = [min(t, best_time(fn, *args)) for t, (fn, args) in zip(best, calls)]
+    return best
 
 
 def page_faults(fn, *args, calls=5):

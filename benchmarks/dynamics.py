@@ -132,13 +132,13 @@ def run(robots, batches, dtypes, grad_batch, checkpoint=None, algorithms=tuple(A
             grad_fn = jax.grad(lambda q, qd, x: jnp.sum(fwd_fn(q, qd, x)), argnums=(0, 1, 2))
             args = jaxmb_states(model, grad_batch, dtype)
             t_grad_compile, grad_c = compile_time(batched(grad_fn), *args)
-            t_fwd, t_grad = alternating_best_times(batched(fwd_fn), grad_c, *args)
+            t_fwd, t_grad = alternating_best_times((batched(fwd_fn), args), (grad_c, args))
             row = dict(robot=name, algorithm="grad_aba", dtype=jnp.dtype(dtype).name, batch=grad_batch,
                        states_per_s=grad_batch / t_grad, compile_s=t_grad_compile, cost_vs_forward=t_grad / t_fwd)
             line = f"  grad(sum(aba)) {row['dtype']} batch {grad_batch}: {t_grad / t_fwd:.2f}x the forward call"
             if chunk and grad_batch > chunk:
-                t_fwd_chunk, t_grad_chunk = alternating_best_times(batched(fwd_fn, chunk), batched(grad_fn, chunk),
-                                                                   *args)
+                t_fwd_chunk, t_grad_chunk = alternating_best_times((batched(fwd_fn, chunk), args),
+                                                                   (batched(grad_fn, chunk), args))
                 row.update(chunk=chunk, chunked_states_per_s=grad_batch / t_grad_chunk,
                            chunked_cost_vs_forward=t_grad_chunk / t_fwd_chunk)
                 line += f" ({row['chunked_cost_vs_forward']:.2f}x in chunks of {chunk})"

@@ -71,7 +71,7 @@ def run(name, batches, dtype, checkpoint=None):
     import numpy as np
 
     import jaxmb
-    from common import best_time, compile_time, load
+    from common import alternating_best_times, compile_time, load
 
     try:
         sim = jaxsim_model(name)
@@ -126,8 +126,7 @@ def run(name, batches, dtype, checkpoint=None):
         c_sim, f_sim = compile_time(jax.jit(jax.vmap(jaxsim_fd)), *sim_args)
         c_jm, f_jm = compile_time(jaxmb.jit(jax.vmap(jaxmb_fd)), *jm_args)
         deviation = relative_deviation(jm_args, sim_args, f_sim, f_jm)
-        t_sim = best_time(f_sim, *sim_args)
-        t_jm = best_time(f_jm, *jm_args)
+        t_sim, t_jm = alternating_best_times((f_sim, sim_args), (f_jm, jm_args))
         row = dict(robot=name, dtype=jnp.dtype(dtype).name, batch=b, jaxsim_states_per_s=b / t_sim,
                    jaxmb_states_per_s=b / t_jm, ratio_jaxmb_vs_jaxsim=t_sim / t_jm, jaxsim_compile_s=c_sim,
                    jaxmb_compile_s=c_jm, max_relative_deviation=float(deviation.max()),

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmb
-from common import best_time, compile_time, load, machine, robot_path, save
+from common import alternating_best_times, compile_time, load, machine, robot_path, save
 
 
 def mujoco_model(name):
@@ -87,8 +87,7 @@ def run(name, batches, dtype, checkpoint=None):
         c_jm, f_jm = compile_time(jaxmb.jit(jax.vmap(jaxmb_fd)), *jm_args)
         out = f_mjx(*mj_args)
         finite = bool(jnp.all(jnp.isfinite(out)))
-        t_mjx = best_time(f_mjx, *mj_args)
-        t_jm = best_time(f_jm, *jm_args)
+        t_mjx, t_jm = alternating_best_times((f_mjx, mj_args), (f_jm, jm_args))
         row = dict(robot=name, dtype=jnp.dtype(dtype).name, batch=b, mjx_states_per_s=b / t_mjx,
                    jaxmb_states_per_s=b / t_jm, ratio_jaxmb_vs_mjx=t_mjx / t_jm, mjx_compile_s=c_mjx,
                    jaxmb_compile_s=c_jm, mjx_qacc_finite=finite)
