@@ -239,9 +239,13 @@ def _factors_scratch(model, q, *_):
 _accelerations_batched = vmap_in_cpu_chunks(
     lambda model, q, qd, tau, f_ext: articulated_body(model, q, qd, tau, f_ext).qdd, _aba_scratch)
 
-_factors_batched = vmap_in_cpu_chunks(
-    lambda model, q, qd, tau, f_ext: (lambda ab: (ab.qdd, ab.G, ab.D))(articulated_body(model, q, qd, tau, f_ext)),
-    _factors_scratch)
+def _factors(model, q, qd, tau, f_ext):
+    """``qdd`` and the factors ``G, D`` that the derivative rule's ``M^-1`` needs."""
+    ab = articulated_body(model, q, qd, tau, f_ext)
+    return ab.qdd, ab.G, ab.D
+
+
+_factors_batched = vmap_in_cpu_chunks(_factors, _factors_scratch)
 
 
 @jax.custom_jvp
@@ -257,7 +261,8 @@ def _accelerations_jvp(primals, tangents):
     qdd, G, D = _factors_batched(model, q, qd, tau, f_ext)
     live, dots = live_tangents((model, q, qd, f_ext), tangents[:3] + tangents[4:])
     tau_dot = None if isinstance(tangents[3], SymbolicZero) else tangents[3]
-    if not live and tau_dot is None:
+    has_tau_dot = tau_dot is not None  # static: the transpose returns a cotangent for tau only then
+    if not live and not has_tau_dot:
         return qdd, jnp.zeros_like(qdd)
 
     def newton_euler(res):  # Newton-Euler as a function of the live leaves of (model, q, qd, f_ext), at qdd
@@ -279,7 +284,7 @@ def _accelerations_jvp(primals, tangents):
             return [], lam
         fun, at = newton_euler(res)
         ct_id = list(jax.vjp(fun, *at)[1](-lam))
-        return ct_id, None if tau_dot is None else lam
+        return ct_id, lam if has_tau_dot else None
 
     res = (model, q, qd, f_ext, qdd, G, D)
     return qdd, linear_in_cpu_chunks(tangent, transpose, res, (dots, tau_dot), _implicit_scratch(model, q))
