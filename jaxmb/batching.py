@@ -1,21 +1,19 @@
-"""Batches on the CPU a chunk of states at a time: `chunked_vmap` for any function, and `in_cpu_chunks`, the
-batching rule of `forward_dynamics` and `inverse_dynamics`, which picks chunks by itself, for the functions and for
-their derivatives (`linear_in_cpu_chunks`).
+"""Batches on the CPU a chunk of states at a time, each chunk with the batch as the last axis of its arrays:
+`in_cpu_chunks`, the batching rule of `forward_dynamics` and `inverse_dynamics`, for the functions and for their
+derivatives (`linear_in_cpu_chunks`), and `chunked_vmap` for any function.
 
-XLA's CPU runtime allocates each call's scratch memory afresh, with the process's ``malloc``. glibc hands a block
-above its mmap threshold (at most 32 MiB) straight from the kernel and gives it back at the end of the call, so
-every call touches fresh pages and takes one page fault per 4 KiB of scratch. A batch of 4096 talos states needs
-81 MB of scratch for the ABA in float32: about 19 800 page faults per call, on which the kernel spends about a
-third of the call. Mapped in chunks of 1024 states, the same batch runs about 1.5x faster (12 against 17-20
-us/state; benchmarks/README.md, "Scratch memory"). Where the scratch of one call stays under the threshold (a
-short robot, a small batch, or the GPU, whose allocator keeps its memory) chunks gain nothing and a plain
-`jax.vmap` is as fast or faster.
+Under `jax.vmap` a batch of 6x6 inertias is (B, 6, 6), and the unrolled small products of the sweeps read and write
+rows of 3 or 6 numbers, which XLA's CPU loops do not vectorize. Held as (6, 6, B), every operand of a product is a
+run of B contiguous numbers (`jaxmb.batch_last`). Such vector loops run best on chunks of about `CHUNK_STATES`
+states, whose arrays stay in the core's caches from one loop to the next; the batch is mapped over chunks by a
+`jax.lax.map`. On the 2-core CPU the talos ABA at batch 4096 (float32) runs at 7 against 12 us/state through one
+`vmap` in chunks of 1024, a 128-body chain at 14 against 41 (benchmarks/README.md, "Batch last"). Chunks also keep
+each call's scratch memory small: XLA maps scratch above glibc's mmap threshold afresh at every call and takes a
+page fault per 4 KiB of it.
 
-Scratch grows linearly with the batch (to the byte, on panda, go1 and talos), so an algorithm states its scratch
-per state from the model's shapes, and `in_cpu_chunks` gives its `jax.vmap` the fewest equal chunks that stay under
-the threshold. A gradient needs 2-4x the scratch of its function (244 MB for the talos ABA's), so the tangent maps
-and their transposes are chunked too: ``jax.vmap(jax.grad(...))`` of the talos ABA ran at 35-40 against 49-52
-us/state (benchmarks/README.md, "Gradients in chunks").
+A gradient of a chunked function is chunked as well: its tangent map is bound as `linear_p`, whose transpose and
+batching rules map both the map and its transpose in chunks (`linear_in_cpu_chunks`). Other backends get
+`jax.vmap`.
 """
 
 import functools
@@ -29,11 +27,12 @@ from jax.custom_derivatives import SymbolicZero
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-MMAP_THRESHOLD = 32 * 2**20
-"""glibc's largest mmap threshold (bytes): scratch above it is mapped afresh by every call."""
+from jaxmb.batch_last import vmap_batch_last
 
-CHUNK_SCRATCH = 24 * 2**20
-"""The scratch (bytes) one chunk of `vmap_in_cpu_chunks` is sized for, a margin under `MMAP_THRESHOLD`."""
+CHUNK_STATES = 128
+"""The most states in one chunk on the CPU. On the 2-core development CPU (AMD EPYC, float32 and float64) the ABA
+ran fastest in chunks of 128 states on panda, go1, talos, a 128-body chain and a 128-body binary tree; chunks of
+256 to 1024 states ran up to 2.5x slower (benchmarks/README.md, "Batch last")."""
 
 
 def _with_states(args, batched, states):
@@ -97,56 +96,55 @@ def of_live(fun, primals, live):
     return fun_of_live, [flat[i] for i in live]
 
 
-def _chunks(axis_size, per_state):
-    """``(k, chunk)``: the fewest equal chunks of a batch whose scratch (bytes) would exceed `MMAP_THRESHOLD`, so
-    that each stays under `CHUNK_SCRATCH`; ``(1, axis_size)`` where the batch needs no chunks."""
-    if axis_size * per_state <= MMAP_THRESHOLD:
-        return 1, axis_size
-    k = min(axis_size, math.ceil(axis_size * per_state / CHUNK_SCRATCH))
+def _chunks(axis_size):
+    """``(k, chunk)``: the fewest equal chunks of a batch of ``axis_size`` states with at most `CHUNK_STATES` each."""
+    k = -(-axis_size // CHUNK_STATES)
     return k, -(-axis_size // k)
 
 
-def _map_in_chunks(call, axis_size, in_batched, leaves, per_state):
-    """``call`` (flat leaves of one state -> list of arrays) over a batch of ``axis_size`` states, the leaves
-    flagged in ``in_batched`` carrying it as their leading axis: on the CPU, where the scratch would exceed
-    `MMAP_THRESHOLD`, the batch is padded to equal chunks (`_chunks`) by repeating its last state, mapped by
-    `jax.lax.map` (each chunk one `jax.vmap`) and cut back; otherwise one `jax.vmap`. Every output is batched."""
-    k, chunk = _chunks(axis_size, per_state)
-    if k == 1 or jax.default_backend() != "cpu":
+def _map_in_chunks(closed, axis_size, in_batched, leaves):
+    """The closed jaxpr ``closed`` of one state over a batch of ``axis_size`` states, the leaves flagged in
+    ``in_batched`` carrying it as their leading axis. On the CPU the batch is padded to equal chunks (`_chunks`) by
+    repeating its last state, mapped by `jax.lax.map`, each chunk computed with the batch last
+    (`jaxmb.batch_last.vmap_batch_last`), and cut back; other backends get one `jax.vmap`. Every output is
+    batched."""
+    if jax.default_backend() != "cpu":
+        call = jax.extend.core.jaxpr_as_fun(closed)
         return jax.vmap(call, in_axes=[0 if b else None for b in in_batched], axis_size=axis_size)(*leaves)
+    k, chunk = _chunks(axis_size)
+    one = vmap_batch_last(closed, in_batched, chunk)
+    if k == 1:
+        return one(*leaves)
     pad = k * chunk - axis_size  # copies of the last state, cut off below
     mapped = [x for x, b in zip(leaves, in_batched) if b]
     mapped = [jnp.concatenate([x, jnp.repeat(x[-1:], pad, 0)]) if pad else x for x in mapped]
-    ys = jax.lax.map(lambda states: call(*_with_states(leaves, in_batched, states)), mapped, batch_size=chunk)
-    return [y[:axis_size] for y in ys]
+    mapped = [x.reshape((k, chunk) + x.shape[1:]) for x in mapped]
+    ys = jax.lax.map(lambda states: one(*_with_states(leaves, in_batched, states)), mapped)
+    return [y.reshape((k * chunk,) + y.shape[2:])[:axis_size] for y in ys]
 
 
-def vmap_in_cpu_chunks(fun, scratch_per_state):
-    """``fun`` (of one state) with a `jax.custom_batching.custom_vmap` rule: on the CPU, a batch whose scratch
-    would exceed `MMAP_THRESHOLD` is padded to equal chunks (`_chunks`) by repeating its last state, mapped by
-    `jax.lax.map`, each chunk one `jax.vmap`, and cut back; other backends and smaller batches get plain `jax.vmap`.
+def vmap_in_cpu_chunks(fun):
+    """``fun`` (of one state) with a `jax.custom_batching.custom_vmap` rule: `_map_in_chunks`, so on the CPU a batch
+    is computed a chunk of states at a time with the batch last, and other backends get plain `jax.vmap`.
 
     ``fun`` is traced once per call, to a jaxpr that both the unbatched call and the rule evaluate. A
     ``custom_vmap`` function has no reverse mode: use this inside a `jax.custom_jvp` (`in_cpu_chunks`).
 
     Args:
         fun: a function of one state; its arguments are pytrees of arrays.
-        scratch_per_state: ``scratch_per_state(*args) -> int``, the bytes of XLA scratch one state of a batched
-            call needs, from the shapes of the unbatched arguments.
     """
 
     def batched_in_chunks(*args):
         leaves, tree = jax.tree.flatten(args)
         closed, out_shape = jax.make_jaxpr(lambda *xs: fun(*jax.tree.unflatten(tree, xs)), return_shape=True)(*leaves)
         call = jax.extend.core.jaxpr_as_fun(closed)
-        per_state = scratch_per_state(*args)
         chunked = custom_vmap(call)
 
         @chunked.def_vmap
         def rule(axis_size, in_batched, *leaves):
             if not any(in_batched):  # the JVP of a batched call whose primals are not batched
                 return call(*leaves), [False] * len(closed.out_avals)
-            y = _map_in_chunks(call, axis_size, in_batched, leaves, per_state)
+            y = _map_in_chunks(closed, axis_size, in_batched, leaves)
             return y, [True] * len(y)
 
         return jax.tree.unflatten(jax.tree.structure(out_shape), chunked(*leaves))
@@ -154,18 +152,13 @@ def vmap_in_cpu_chunks(fun, scratch_per_state):
     return functools.wraps(fun)(batched_in_chunks)
 
 
-def in_cpu_chunks(fun, scratch_per_state, tangent_scratch_per_state):
+def in_cpu_chunks(fun):
     """`vmap_in_cpu_chunks` of ``fun``, differentiable: a `jax.custom_jvp` whose tangent is the JVP of ``fun``
     itself, over the arguments whose tangents are not symbolic zeros, bound as a `linear_in_cpu_chunks` map whose
     transpose is the VJP of ``fun``. So derivatives, in any mode and order, are exactly those of ``fun``, and
     `jax.vmap` batches them in chunks too.
-
-    Args:
-        fun, scratch_per_state: as for `vmap_in_cpu_chunks`.
-        tangent_scratch_per_state: ``(*args) -> (jvp_bytes, vjp_bytes)``, the scratch per state of the batched
-            tangent map and of its transpose.
     """
-    chunked = vmap_in_cpu_chunks(fun, scratch_per_state)
+    chunked = vmap_in_cpu_chunks(fun)
     f = jax.custom_jvp(chunked)
 
     def f_jvp(primals, tangents):
@@ -182,7 +175,7 @@ def in_cpu_chunks(fun, scratch_per_state, tangent_scratch_per_state):
             fun_of_live, at = of_live(fun, res, live)
             return list(jax.vjp(fun_of_live, *at)[1](ct))
 
-        return y, linear_in_cpu_chunks(jvp, vjp, primals, dots, tangent_scratch_per_state(*primals))
+        return y, linear_in_cpu_chunks(jvp, vjp, primals, dots)
 
     f.defjvp(f_jvp, symbolic_zeros=True)
     return f
@@ -191,13 +184,13 @@ def in_cpu_chunks(fun, scratch_per_state, tangent_scratch_per_state):
 # -- linear maps batched in chunks, with their transposes: the derivatives of the chunked functions --
 
 linear_p = Primitive("jaxmb_linear_in_cpu_chunks")
-"""``linear_p.bind(*res, *lin, jaxpr, transpose, n_res, scratch)``: the closed ``jaxpr`` of one call, linear in
-its arguments after the first ``n_res`` (the residuals). ``transpose()`` gives the closed jaxpr of its transpose, a
-function of ``(*res, *cotangents)``; ``scratch`` holds the bytes per state of the map and of its transpose."""
+"""``linear_p.bind(*res, *lin, jaxpr, transpose, n_res)``: the closed ``jaxpr`` of one call, linear in its
+arguments after the first ``n_res`` (the residuals). ``transpose()`` gives the closed jaxpr of its transpose, a
+function of ``(*res, *cotangents)``."""
 linear_p.multiple_results = True
 
 
-def linear_in_cpu_chunks(fun, fun_t, res, lin, scratch):
+def linear_in_cpu_chunks(fun, fun_t, res, lin):
     """``fun(res, lin)``, linear in ``lin``, transposed by ``fun_t(res, ct)``, and batched in chunks on the CPU the
     way `vmap_in_cpu_chunks` batches a function, as are its transpose and their own derivatives.
 
@@ -210,7 +203,6 @@ def linear_in_cpu_chunks(fun, fun_t, res, lin, scratch):
         fun: ``fun(res, lin) -> pytree``, linear in ``lin``.
         fun_t: ``fun_t(res, ct) -> pytree like lin``, the transpose of ``fun`` in ``lin``.
         res, lin: pytrees of arrays. Neither function may close over traced values: pass them in ``res``.
-        scratch: ``(fun_bytes, fun_t_bytes)``, the scratch per state of a batched ``fun`` and ``fun_t``.
     """
     res_leaves, res_tree = jax.tree.flatten(res)
     lin_leaves, lin_tree = jax.tree.flatten(lin)
@@ -235,8 +227,7 @@ def linear_in_cpu_chunks(fun, fun_t, res, lin, scratch):
 
         return jax.make_jaxpr(flat_fun_t)(*res_avals, *_avals(jaxpr.out_avals))
 
-    out = linear_p.bind(*res_leaves, *lin_leaves, jaxpr=jaxpr, transpose=transpose, n_res=n_res,
-                        scratch=tuple(scratch))
+    out = linear_p.bind(*res_leaves, *lin_leaves, jaxpr=jaxpr, transpose=transpose, n_res=n_res)
     return jax.tree.unflatten(out_tree[0], out)
 
 
@@ -250,10 +241,10 @@ def _linear_impl(*args, jaxpr, **_):
     return jax.extend.core.jaxpr_as_fun(jaxpr)(*args)
 
 
-def _linear_jvp(primals, tangents, *, jaxpr, transpose, n_res, scratch):
+def _linear_jvp(primals, tangents, *, jaxpr, transpose, n_res):
     """Linear in ``lin``: ``d fun = fun(res, d lin) + (d fun / d res) d res``, the second term (of second and
     higher derivatives) by plain autodiff of the jaxpr."""
-    params = dict(jaxpr=jaxpr, transpose=transpose, n_res=n_res, scratch=scratch)
+    params = dict(jaxpr=jaxpr, transpose=transpose, n_res=n_res)
     y = linear_p.bind(*primals, **params)
     res, lin = primals[:n_res], primals[n_res:]
     res_dot, lin_dot = tangents[:n_res], tangents[n_res:]
@@ -269,40 +260,35 @@ def _linear_jvp(primals, tangents, *, jaxpr, transpose, n_res, scratch):
     return y, dy
 
 
-def _linear_transpose(cts, *args, jaxpr, transpose, n_res, scratch):
+def _linear_transpose(cts, *args, jaxpr, transpose, n_res):
     res, lin = args[:n_res], args[n_res:]
     if any(ad.is_undefined_primal(x) for x in res):
         raise ValueError("linear_in_cpu_chunks: transposed in a residual argument, in which it is not linear")
     cts = [ad.instantiate_zeros(ct) if type(ct) is ad.Zero else ct for ct in cts]
-    lin_cts = linear_p.bind(*res, *cts, jaxpr=transpose(), transpose=lambda: jaxpr, n_res=n_res,
-                            scratch=scratch[::-1])
+    lin_cts = linear_p.bind(*res, *cts, jaxpr=transpose(), transpose=lambda: jaxpr, n_res=n_res)
     return [None] * n_res + [ct if ad.is_undefined_primal(x) else None for x, ct in zip(lin, lin_cts)]
 
 
-def _linear_batch(args, dims, *, jaxpr, transpose, n_res, scratch):
+def _linear_batch(args, dims, *, jaxpr, transpose, n_res):
     """Both the map and its transpose batched by `_map_in_chunks`; the transpose sums the cotangents of the
     linear arguments that are not batched."""
     size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
     args = [x if d is None else jnp.moveaxis(x, d, 0) for x, d in zip(args, dims)]
     in_batched = [d is not None for d in dims]
     batched_aval = lambda a: jax.ShapeDtypeStruct((size, *a.shape), a.dtype)  # noqa: E731
-    call = jax.extend.core.jaxpr_as_fun(jaxpr)
-    batched_jaxpr = jax.make_jaxpr(lambda *xs: _map_in_chunks(call, size, in_batched, xs, scratch[0]))(
-        *_avals(args))
+    batched_jaxpr = jax.make_jaxpr(lambda *xs: _map_in_chunks(jaxpr, size, in_batched, xs))(*_avals(args))
 
     @functools.cache
     def batched_transpose():
-        call_t = jax.extend.core.jaxpr_as_fun(transpose())
         res_batched, lin_batched = in_batched[:n_res], in_batched[n_res:]
 
         def transposed(*xs):
-            cts = _map_in_chunks(call_t, size, res_batched + [True] * len(jaxpr.out_avals), xs, scratch[1])
+            cts = _map_in_chunks(transpose(), size, res_batched + [True] * len(jaxpr.out_avals), xs)
             return [ct if b else ct.sum(0) for ct, b in zip(cts, lin_batched)]
 
         return jax.make_jaxpr(transposed)(*_avals(args[:n_res]), *map(batched_aval, jaxpr.out_avals))
 
-    out = linear_p.bind(*args, jaxpr=batched_jaxpr, transpose=batched_transpose, n_res=n_res,
-                        scratch=(scratch[0] * size, scratch[1] * size))
+    out = linear_p.bind(*args, jaxpr=batched_jaxpr, transpose=batched_transpose, n_res=n_res)
     return out, [0] * len(out)
 
 

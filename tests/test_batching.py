@@ -1,9 +1,8 @@
 """`jaxmb.chunked_vmap`: the same values and gradients as `jax.vmap`, for batches that chunks divide or not, with
 shared arguments, and clear errors for what it cannot map. The batching rule of `forward_dynamics` and
-`inverse_dynamics` (`jaxmb.batching.in_cpu_chunks`): chunks where the scratch would pass the threshold, the same
-values and derivatives as state by state, gradients in chunks too, and scratch estimates close to XLA's. The
-linear primitive behind those gradients (`jaxmb.batching.linear_in_cpu_chunks`): the derivatives, transposes and
-batches of a plain function."""
+`inverse_dynamics` (`jaxmb.batching.in_cpu_chunks`): chunks of at most `CHUNK_STATES` states, the same values and
+derivatives as state by state, gradients in chunks too. The linear primitive behind those gradients
+(`jaxmb.batching.linear_in_cpu_chunks`): the derivatives, transposes and batches of a plain function."""
 
 import jax
 import jax.numpy as jnp
@@ -13,8 +12,6 @@ from jax.test_util import check_grads
 
 import jaxmb
 from jaxmb import batching
-from jaxmb.dynamics.articulated import _aba_scratch, articulated_body
-from jaxmb.dynamics.inverse import _newton_euler, _rnea_scratch
 from jaxmb.testing import random_model, random_state
 
 from checks import fast_jit
@@ -79,29 +76,25 @@ DYNAMICS = {"forward": jaxmb.forward_dynamics, "inverse": jaxmb.inverse_dynamics
 
 
 @pytest.fixture
-def tiny_threshold(problem, monkeypatch):
-    """Thresholds under which a batch of `BATCH` states of `problem` is computed in chunks of 3 states (the RNEA)
-    or 2 (the ABA), both with padding."""
-    model, q = problem[:2]
-    monkeypatch.setattr(batching, "MMAP_THRESHOLD", 1)
-    monkeypatch.setattr(batching, "CHUNK_SCRATCH", 3 * _rnea_scratch(model, q[0]))
-    assert batching._chunks(BATCH, _rnea_scratch(model, q[0]))[1] == 3
-    assert batching._chunks(BATCH, _aba_scratch(model, q[0]))[1] == 2
+def chunks_of_three(monkeypatch):
+    """A batch of `BATCH` states is computed in three chunks of 3 states, the last two padded."""
+    monkeypatch.setattr(batching, "CHUNK_STATES", 3)
+    assert batching._chunks(BATCH) == (3, 3)
 
 
 def _loop(f, model, q, qd, x, f_ext):
     return np.stack([f(model, q[i], qd[i], x[i], f_ext[i]) for i in range(len(q))])
 
 
-def test_chunk_counts_keep_each_chunk_under_the_threshold():
-    assert batching._chunks(4096, 19_800) == (4, 1024)  # talos' ABA in float32: 81 MB in 4 chunks of 20 MB
-    assert batching._chunks(4096, 8_000) == (1, 4096)  # 32.8 MB: under 32 MiB, one vmap
-    assert batching._chunks(4097, 19_800) == (4, 1025)  # 3 rows of padding
-    assert batching._chunks(3, 10**9) == (3, 1)
+@pytest.mark.parametrize("batch", [1, 100, 128, 129, 4096, 4097, 65536])
+def test_chunks_are_the_fewest_equal_ones_of_at_most_chunk_states(batch):
+    k, chunk = batching._chunks(batch)
+    assert chunk <= batching.CHUNK_STATES and k == -(-batch // batching.CHUNK_STATES)
+    assert 0 <= k * chunk - batch < k  # less than one state of padding per chunk
 
 
 @pytest.mark.parametrize("name", DYNAMICS)
-def test_batches_in_chunks_equal_state_by_state(problem, tiny_threshold, name):
+def test_batches_in_chunks_equal_state_by_state(problem, chunks_of_three, name):
     model, q, qd, x = problem
     f_ext = jax.random.normal(jax.random.PRNGKey(2), (BATCH, model.nb, 6))
     f = DYNAMICS[name]
@@ -118,14 +111,14 @@ def test_small_batches_and_other_backends_are_one_vmap_gradients_too(problem, mo
     gradients = jax.vmap(jax.grad(lambda *a: jnp.sum(DYNAMICS[name](model, *a)), argnums=(0, 1, 2)))
     for f in (batched, gradients):
         assert "scan" not in str(jax.make_jaxpr(f)(q, qd, x))
-    monkeypatch.setattr(batching, "MMAP_THRESHOLD", 1)
+    monkeypatch.setattr(batching, "CHUNK_STATES", 1)
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     for f in (batched, gradients):
         assert "scan" not in str(jax.make_jaxpr(f)(q, qd, x))
 
 
 @pytest.mark.parametrize("name", DYNAMICS)
-def test_batched_models_and_nested_vmaps_in_chunks_equal_state_by_state(problem, tiny_threshold, name):
+def test_batched_models_and_nested_vmaps_in_chunks_equal_state_by_state(problem, chunks_of_three, name):
     model, q, qd, x = problem
     f = DYNAMICS[name]
     scale = jnp.linspace(0.5, 2.0, BATCH)
@@ -155,14 +148,13 @@ def test_derivatives_through_chunked_batches_equal_those_of_one_vmap(problem, mo
         return jax.grad(loss, argnums=(0, 1, 2))(model, q, x), jax.jvp(lambda q: batched(model, q, x), (q,), (dq,))
 
     want = derivatives()
-    monkeypatch.setattr(batching, "MMAP_THRESHOLD", 1)
-    monkeypatch.setattr(batching, "CHUNK_SCRATCH", 1)
+    monkeypatch.setattr(batching, "CHUNK_STATES", 1)
     got = derivatives()
     jax.tree.map(lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12), got, want)
 
 
 @pytest.mark.parametrize("name", DYNAMICS)
-def test_gradients_under_vmap_are_computed_in_chunks_and_equal_state_by_state(problem, tiny_threshold, name):
+def test_gradients_under_vmap_are_computed_in_chunks_and_equal_state_by_state(problem, chunks_of_three, name):
     """``jax.vmap(jax.grad(...))``: the forward call and the transposed tangent map (`linear_in_cpu_chunks`) each run
     in chunks, and the gradients, in the model, the state and ``f_ext``, equal those of single states."""
     model, q, qd, x = problem
@@ -177,17 +169,6 @@ def test_gradients_under_vmap_are_computed_in_chunks_and_equal_state_by_state(pr
         jax.tree.map(lambda g, w: np.testing.assert_allclose(g[i], w, rtol=1e-12, atol=1e-12), got, want)
 
 
-@pytest.mark.parametrize("seed, n_bodies, floating_base, branching", [(0, 8, True, 0.5), (1, 16, False, 0.0)])
-def test_scratch_estimates_are_within_a_factor_of_two_of_xla(seed, n_bodies, floating_base, branching):
-    model = random_model(seed, n_bodies=n_bodies, floating_base=floating_base, branching=branching)
-    batch = 64
-    q, v = jnp.zeros((batch, model.nq)), jnp.zeros((batch, model.nv))
-    for f, estimate in [(lambda q, qd, t: articulated_body(model, q, qd, t).qdd, _aba_scratch),
-                        (lambda q, qd, t: _newton_euler(model, q, qd, t, None)[1], _rnea_scratch)]:
-        measured = jax.jit(jax.vmap(f)).lower(q, v, v).compile().memory_analysis().temp_size_in_bytes
-        assert 0.5 < measured / (batch * estimate(model, q[0])) < 2
-
-
 # -- linear maps in chunks (jaxmb.batching.linear_in_cpu_chunks) --
 
 def _matrix(r):
@@ -200,8 +181,7 @@ def _plain(r, x):
 
 
 def _chunked(r, x):
-    return batching.linear_in_cpu_chunks(_plain, lambda r, ct: {"a": _matrix(r).T @ ct["y"], "b": ct["y"]}, r, x,
-                                         (8, 8))
+    return batching.linear_in_cpu_chunks(_plain, lambda r, ct: {"a": _matrix(r).T @ ct["y"], "b": ct["y"]}, r, x)
 
 
 @pytest.fixture
@@ -225,8 +205,7 @@ def test_linear_map_has_the_derivatives_of_the_plain_map_to_second_order(linear_
 
 def test_linear_map_batches_and_its_gradients_in_chunks_in_either_order(linear_problem, monkeypatch):
     r, x = linear_problem
-    monkeypatch.setattr(batching, "MMAP_THRESHOLD", 1)
-    monkeypatch.setattr(batching, "CHUNK_SCRATCH", 24)  # chunks of 3 states, the last padded
+    monkeypatch.setattr(batching, "CHUNK_STATES", 3)  # chunks of 3 states, the last padded
     loss = lambda f: lambda r, x: jnp.sum(jnp.cos(f(r, x)["y"]))  # noqa: E731
     shared_x = jax.tree.map(lambda v: v[0], x)
     cases = [(lambda f: jax.vmap(f), x),
@@ -241,7 +220,7 @@ def test_linear_map_batches_and_its_gradients_in_chunks_in_either_order(linear_p
 
 
 def test_a_transpose_of_the_wrong_structure_is_named():
-    bad = lambda r, x: batching.linear_in_cpu_chunks(_plain, lambda r, ct: ct, r, x, (8, 8))  # noqa: E731
+    bad = lambda r, x: batching.linear_in_cpu_chunks(_plain, lambda r, ct: ct, r, x)  # noqa: E731
     r, x = jnp.ones(2), {"a": jnp.ones(2), "b": jnp.ones(3)}
     with pytest.raises(TypeError, match="the transpose returned"):
         jax.grad(lambda r, x: jnp.sum(bad(r, x)["y"]), argnums=1)(r, x)

@@ -17,10 +17,10 @@ derivative of Newton-Euler at the fixed ``qdd`` (in ``q``, ``qd``, ``f_ext`` and
 call, one Newton-Euler gradient and two vector sweeps: about 3x the forward call on talos, against 5-5.5x through
 the sweeps (benchmarks/README.md).
 
-Under `jax.vmap` on the CPU, a batch whose scratch memory would exceed glibc's 32 MiB mmap threshold is computed
-in equal chunks (`jaxmb.batching.vmap_in_cpu_chunks`): talos at batch 4096 in float32 ran at 12 us/state instead
-of 17-20. The tangent map and its transpose are chunked the same way (`jaxmb.batching.linear_in_cpu_chunks`), so
-the gradients of a batch are as well.
+Under `jax.vmap` on the CPU, a batch is computed in chunks of 128 states with the batch as the last axis
+(`jaxmb.batching.vmap_in_cpu_chunks`): talos at batch 4096 in float32 runs at 7 us/state, against 12 through one
+`vmap` in chunks of 1024. The tangent map and its transpose are chunked the same way
+(`jaxmb.batching.linear_in_cpu_chunks`), so the gradients of a batch are as well.
 """
 
 from typing import NamedTuple
@@ -218,26 +218,9 @@ def _solve_factored(model, X, H, G, D, x):
     return y
 
 
-def _aba_scratch(model, q, *_):
-    """Bytes of XLA scratch per state of a batched ABA: 77-110 words per body on panda, go1 and talos."""
-    return 112 * model.nb * q.dtype.itemsize
-
-
-def _implicit_scratch(model, q, *_):
-    """Bytes of XLA scratch per state of the batched tangent map of `forward_dynamics` and of its transpose, the
-    Newton-Euler VJP (with the factors): 101-123 and 253-302 words per body on panda, go1 and talos (whole JVP and
-    gradient programs)."""
-    return 112 * model.nb * q.dtype.itemsize, 300 * model.nb * q.dtype.itemsize
-
-
-def _factors_scratch(model, q, *_):
-    """`_aba_scratch` with room for the factors ``G, D`` that a gradient keeps for its transpose: in chunks of the
-    ABA's own size, the talos gradient at batch 4096 (float32) needed 34 MB, and took page faults."""
-    return 168 * model.nb * q.dtype.itemsize
-
-
 _accelerations_batched = vmap_in_cpu_chunks(
-    lambda model, q, qd, tau, f_ext: articulated_body(model, q, qd, tau, f_ext).qdd, _aba_scratch)
+    lambda model, q, qd, tau, f_ext: articulated_body(model, q, qd, tau, f_ext).qdd)
+
 
 def _factors(model, q, qd, tau, f_ext):
     """``qdd`` and the factors ``G, D`` that the derivative rule's ``M^-1`` needs."""
@@ -245,7 +228,7 @@ def _factors(model, q, qd, tau, f_ext):
     return ab.qdd, ab.G, ab.D
 
 
-_factors_batched = vmap_in_cpu_chunks(_factors, _factors_scratch)
+_factors_batched = vmap_in_cpu_chunks(_factors)
 
 
 @jax.custom_jvp
@@ -287,7 +270,7 @@ def _accelerations_jvp(primals, tangents):
         return ct_id, lam if has_tau_dot else None
 
     res = (model, q, qd, f_ext, qdd, G, D)
-    return qdd, linear_in_cpu_chunks(tangent, transpose, res, (dots, tau_dot), _implicit_scratch(model, q))
+    return qdd, linear_in_cpu_chunks(tangent, transpose, res, (dots, tau_dot))
 
 
 _accelerations.defjvp(_accelerations_jvp, symbolic_zeros=True)

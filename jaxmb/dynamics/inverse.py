@@ -33,8 +33,7 @@ def _force_step(f_children, X_k, f_k, H_k):
 def _newton_euler(model, q, qd, qdd, f_ext):
     """Inter-body forces (nb, 6) and joint forces ``H f`` (nv,): the motion sweep computes each body's
     ``M alpha + b - f_ext`` where it computes ``alpha``, so that only that one (nb, 6) array is kept for the
-    force sweep (at batch 4096 in float32 the talos scratch memory then stays under glibc's 32 MiB ``mmap``
-    threshold, benchmarks/README.md)."""
+    force sweep (benchmarks/README.md, "Smaller scratch")."""
     check_shapes(model, q=q, qd=qd, qdd=qdd, f_ext=f_ext)
     X = joint_poses(model, q)
     H = hinge_map(model)
@@ -54,29 +53,18 @@ def body_forces(model, q, qd, qdd, f_ext=None):
     return _newton_euler(model, q, qd, qdd, f_ext)[0]
 
 
-def _rnea_scratch(model, q, *_):
-    """Bytes of XLA scratch per state of a batched Newton-Euler: 34-44 words per body on panda, go1 and talos."""
-    return 44 * model.nb * q.dtype.itemsize
-
-
-def _rnea_tangent_scratch(model, q, *_):
-    """Bytes of XLA scratch per state of a batched Newton-Euler JVP and VJP: 37-49 and 171-195 words per body on
-    panda, go1 and talos (whole JVP and gradient programs)."""
-    return 48 * model.nb * q.dtype.itemsize, 196 * model.nb * q.dtype.itemsize
-
-
 def joint_forces(model, q, qd, qdd, f_ext):
     """`inverse_dynamics` of one state, without its batching rule: for the derivative rules of other algorithms."""
     return _newton_euler(model, q, qd, qdd, f_ext)[1] + model.armature * qdd
 
 
-_joint_forces = in_cpu_chunks(joint_forces, _rnea_scratch, _rnea_tangent_scratch)
+_joint_forces = in_cpu_chunks(joint_forces)
 
 
 def inverse_dynamics(model, q, qd, qdd, f_ext=None):
     """Joint forces ``tau = M(q) qdd + C(q, qd) - J* f_ext`` (nv,), by Newton-Euler in O(N):
     ``T(k) = H(k) f(k) + armature(k) qdd(k)``, ``M`` including ``diag(armature)``. Under `jax.vmap` on the CPU,
-    a batch whose scratch would exceed 32 MiB is computed in chunks (`jaxmb.batching.in_cpu_chunks`).
+    a batch is computed in chunks with the batch last (`jaxmb.batching.in_cpu_chunks`).
 
     Args: q (nq,), qd (nv,), qdd (nv,), f_ext (nb, 6) or None (body coordinates, about the body origins).
     """

@@ -1,0 +1,132 @@
+"""`jaxmb.batch_last.vmap_batch_last`: the values and derivatives of `jax.vmap` for the sweeps of the dynamics and
+for the primitives they do not use, with the batch kept as the last axis from the inputs to the outputs."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxmb import batch_last
+from jaxmb.batch_last import vmap_batch_last
+from jaxmb.dynamics.articulated import articulated_body
+from jaxmb.dynamics.inverse import joint_forces
+from jaxmb.testing import random_model, random_state
+
+BATCH = 5
+
+
+@pytest.fixture(scope="module")
+def problem():
+    """A floating base with a serial limb (a chain segment, swept by `lax.scan`) and a branching rest."""
+    model = random_model(3, n_bodies=7, floating_base=True, branching=0.3)
+    states = jax.vmap(lambda k: random_state(model, k))(jax.random.split(jax.random.PRNGKey(0), BATCH))
+    assert any(seg.last - seg.first > 1 for seg in model.topology.segments)
+    return model, states
+
+
+def _both(f, args, in_batched):
+    """``(jax.vmap, vmap_batch_last)`` of ``f`` at ``args`` (batched ones with a leading batch axis)."""
+    one = [a[0] if b else a for a, b in zip(args, in_batched)]
+    closed = jax.make_jaxpr(f)(*one)
+    want = jax.vmap(jax.extend.core.jaxpr_as_fun(closed), in_axes=[0 if b else None for b in in_batched])(*args)
+    return want, vmap_batch_last(closed, in_batched, BATCH)(*args)
+
+
+def _assert_equal(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+def _sweeps(model):
+    rnea = lambda q, qd, qdd: joint_forces(model, q, qd, qdd, None)  # noqa: E731
+    return {
+        "articulated body": lambda q, qd, tau: articulated_body(model, q, qd, tau),
+        "newton-euler": rnea,
+        "its jvp": lambda q, qd, qdd: jax.jvp(lambda q, qd: rnea(q, qd, qdd), (q, qd), (2 * q, qd))[1],
+        "its vjp": lambda q, qd, qdd: jax.vjp(lambda q, qd: rnea(q, qd, qdd), q, qd)[1](qdd),
+    }
+
+
+@pytest.mark.parametrize("name", ["articulated body", "newton-euler", "its jvp", "its vjp"])
+def test_sweeps_and_their_derivatives_equal_vmap(problem, name):
+    model, states = problem
+    _assert_equal(*reversed(_both(_sweeps(model)[name], states, [True] * 3)))
+
+
+def test_sweeps_keep_the_batch_last_without_falling_back_to_vmap(problem, monkeypatch):
+    """Every primitive of the sweeps has its own batch-last rule, and the only transposes that move the batch axis
+    (of size `BATCH`, last) are those of the arguments and results."""
+    model, states = problem
+
+    def refuse(p, *_):
+        raise AssertionError(f"{p.name} went through jax.vmap")
+
+    monkeypatch.setattr(batch_last, "_by_vmap", refuse)
+    for f in _sweeps(model).values():
+        closed = jax.make_jaxpr(f)(*(s[0] for s in states))
+        emitted = jax.make_jaxpr(vmap_batch_last(closed, [True] * 3, BATCH))(*states)
+        moves = [e for e in _equations(emitted.jaxpr) if e.primitive.name == "transpose"
+                 and e.invars[0].aval.shape[-1] == BATCH
+                 and e.params["permutation"][-1] != len(e.params["permutation"]) - 1]
+        assert len(moves) <= len(closed.in_avals) + len(closed.out_avals)
+
+
+def _equations(jaxpr):
+    for e in jaxpr.eqns:
+        yield e
+        for sub in jax.extend.core.jaxprs_in_params(e.params):
+            yield from _equations(sub)
+
+
+@jax.jit
+def _inner(x, s):
+    return jnp.cumsum(x * s)
+
+
+@jax.custom_jvp
+def _soft(x):
+    return jnp.log1p(jnp.exp(x))
+
+
+_soft.defjvp(lambda p, t: (_soft(p[0]), t[0] / (1 + jnp.exp(-p[0]))))
+
+
+def _mixed(x, s, shared):
+    """Shared arrays meeting per-state scalars, a select on a scalar predicate, a carry that the batch reaches only
+    inside a scan, a nested jit, a custom JVP, and primitives that go through `jax.vmap` (a matrix product, a
+    gather); one output does not depend on the batch."""
+    y = shared * s + jnp.where(s > 0, x, -x)  # (3,): shared (3,) times a per-state scalar
+    y = jax.lax.select(s > 0, y, 2 * y)
+
+    def step(c, row):
+        return c * 0.5 + row * s, c.sum()
+
+    c, seq = jax.lax.scan(step, jnp.ones(3), jnp.stack([y, shared, x]))
+    z = jnp.outer(shared, y) @ c + _inner(x, s)[jnp.array([2, 0])].sum()
+    return z, seq, _soft(y), shared.sum() * 2
+
+
+def test_shared_operands_scalars_carries_and_fallbacks_equal_vmap():
+    keys = jax.random.split(jax.random.PRNGKey(1), 3)
+    x, s = jax.random.normal(keys[0], (BATCH, 3)), jax.random.normal(keys[1], (BATCH,))
+    shared = jax.random.normal(keys[2], (3,))
+    want, got = _both(_mixed, (x, s, shared), [True, True, False])
+    _assert_equal(got, want)
+    want, got = _both(_mixed, (x, s[0], shared), [True, False, False])
+    _assert_equal(got, want)
+
+
+def test_derivatives_through_batch_last_equal_those_through_vmap():
+    keys = jax.random.split(jax.random.PRNGKey(2), 3)
+    x, s, shared = jax.random.normal(keys[0], (BATCH, 3)), jax.random.normal(keys[1], (BATCH,)), jnp.ones(3)
+    closed = jax.make_jaxpr(_mixed)(x[0], s[0], shared)
+
+    def loss(batched):
+        return lambda x, s: sum(jnp.sum(jnp.sin(y)) for y in batched(x, s, shared))
+
+    plain = jax.vmap(jax.extend.core.jaxpr_as_fun(closed), in_axes=(0, 0, None))
+    last = vmap_batch_last(closed, [True, True, False], BATCH)
+    want = jax.grad(loss(plain), argnums=(0, 1))(x, s)
+    _assert_equal(jax.grad(loss(last), argnums=(0, 1))(x, s), want)
