@@ -30,9 +30,13 @@ from jax.interpreters import ad, batching, mlir
 from jaxmb.batch_last import vmap_batch_last
 
 CHUNK_STATES = 128
-"""The most states in one chunk on the CPU. On the 2-core development CPU (AMD EPYC, float32 and float64) the ABA
-ran fastest in chunks of 128 states on panda, go1, talos, a 128-body chain and a 128-body binary tree; chunks of
-256 to 1024 states ran up to 2.5x slower (benchmarks/README.md, "Batch last")."""
+"""The most states in one batch-last chunk on the CPU. On the 2-core development CPU (AMD EPYC, float32 and float64)
+the ABA ran fastest in chunks of 128 states on panda, go1, talos, a 128-body chain and a 128-body binary tree;
+chunks of 256 to 1024 states ran up to 2.5x slower (benchmarks/README.md, "Batch last")."""
+
+CHUNK_STATES_FIRST = 512
+"""The most states in one chunk of a function batched with the batch first (``batch_last=False``): Newton-Euler,
+whose batch-first loops ran faster than batch-last ones, in float64 2x faster, and best in chunks of 512."""
 
 
 def _with_states(args, batched, states):
@@ -96,23 +100,28 @@ def of_live(fun, primals, live):
     return fun_of_live, [flat[i] for i in live]
 
 
-def _chunks(axis_size):
-    """``(k, chunk)``: the fewest equal chunks of a batch of ``axis_size`` states with at most `CHUNK_STATES` each."""
-    k = -(-axis_size // CHUNK_STATES)
+def _chunks(axis_size, most=None):
+    """``(k, chunk)``: the fewest equal chunks of a batch of ``axis_size`` states with at most ``most`` each
+    (default `CHUNK_STATES`)."""
+    k = -(-axis_size // (most or CHUNK_STATES))
     return k, -(-axis_size // k)
 
 
-def _map_in_chunks(closed, axis_size, in_batched, leaves):
+def _map_in_chunks(closed, axis_size, in_batched, leaves, batch_last=True):
     """The closed jaxpr ``closed`` of one state over a batch of ``axis_size`` states, the leaves flagged in
     ``in_batched`` carrying it as their leading axis. On the CPU the batch is padded to equal chunks (`_chunks`) by
     repeating its last state, mapped by `jax.lax.map`, each chunk computed with the batch last
-    (`jaxmb.batch_last.vmap_batch_last`), and cut back; other backends get one `jax.vmap`. Every output is
-    batched."""
+    (`jaxmb.batch_last.vmap_batch_last`) or, with ``batch_last=False``, by `jax.vmap` in chunks of
+    `CHUNK_STATES_FIRST`, and cut back; other backends get one `jax.vmap`. Every output is batched."""
+    call = jax.extend.core.jaxpr_as_fun(closed)
+    axes = [0 if b else None for b in in_batched]
     if jax.default_backend() != "cpu":
-        call = jax.extend.core.jaxpr_as_fun(closed)
-        return jax.vmap(call, in_axes=[0 if b else None for b in in_batched], axis_size=axis_size)(*leaves)
-    k, chunk = _chunks(axis_size)
-    one = vmap_batch_last(closed, in_batched, chunk)
+        return jax.vmap(call, in_axes=axes, axis_size=axis_size)(*leaves)
+    k, chunk = _chunks(axis_size, None if batch_last else CHUNK_STATES_FIRST)
+    if batch_last:
+        one = vmap_batch_last(closed, in_batched, chunk)
+    else:
+        one = jax.vmap(call, in_axes=axes, axis_size=chunk)
     if k == 1:
         return one(*leaves)
     pad = k * chunk - axis_size  # copies of the last state, cut off below
@@ -123,9 +132,10 @@ def _map_in_chunks(closed, axis_size, in_batched, leaves):
     return [y.reshape((k * chunk,) + y.shape[2:])[:axis_size] for y in ys]
 
 
-def vmap_in_cpu_chunks(fun):
+def vmap_in_cpu_chunks(fun, batch_last=True):
     """``fun`` (of one state) with a `jax.custom_batching.custom_vmap` rule: `_map_in_chunks`, so on the CPU a batch
-    is computed a chunk of states at a time with the batch last, and other backends get plain `jax.vmap`.
+    is computed a chunk of states at a time, with the batch last unless ``batch_last=False``, and other backends
+    get plain `jax.vmap`.
 
     ``fun`` is traced once per call, to a jaxpr that both the unbatched call and the rule evaluate. A
     ``custom_vmap`` function has no reverse mode: use this inside a `jax.custom_jvp` (`in_cpu_chunks`).
@@ -144,7 +154,7 @@ def vmap_in_cpu_chunks(fun):
         def rule(axis_size, in_batched, *leaves):
             if not any(in_batched):  # the JVP of a batched call whose primals are not batched
                 return call(*leaves), [False] * len(closed.out_avals)
-            y = _map_in_chunks(closed, axis_size, in_batched, leaves)
+            y = _map_in_chunks(closed, axis_size, in_batched, leaves, batch_last)
             return y, [True] * len(y)
 
         return jax.tree.unflatten(jax.tree.structure(out_shape), chunked(*leaves))
@@ -152,13 +162,13 @@ def vmap_in_cpu_chunks(fun):
     return functools.wraps(fun)(batched_in_chunks)
 
 
-def in_cpu_chunks(fun):
+def in_cpu_chunks(fun, batch_last=True):
     """`vmap_in_cpu_chunks` of ``fun``, differentiable: a `jax.custom_jvp` whose tangent is the JVP of ``fun``
     itself, over the arguments whose tangents are not symbolic zeros, bound as a `linear_in_cpu_chunks` map whose
     transpose is the VJP of ``fun``. So derivatives, in any mode and order, are exactly those of ``fun``, and
-    `jax.vmap` batches them in chunks too.
+    `jax.vmap` batches them in chunks too, with the batch last (``batch_last`` applies to ``fun`` itself).
     """
-    chunked = vmap_in_cpu_chunks(fun)
+    chunked = vmap_in_cpu_chunks(fun, batch_last)
     f = jax.custom_jvp(chunked)
 
     def f_jvp(primals, tangents):

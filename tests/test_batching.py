@@ -77,8 +77,9 @@ DYNAMICS = {"forward": jaxmb.forward_dynamics, "inverse": jaxmb.inverse_dynamics
 
 @pytest.fixture
 def chunks_of_three(monkeypatch):
-    """A batch of `BATCH` states is computed in three chunks of 3 states, the last two padded."""
+    """A batch of `BATCH` states is computed in three chunks of 3 states, the last two padded, batch first or last."""
     monkeypatch.setattr(batching, "CHUNK_STATES", 3)
+    monkeypatch.setattr(batching, "CHUNK_STATES_FIRST", 3)
     assert batching._chunks(BATCH) == (3, 3)
 
 
@@ -112,6 +113,7 @@ def test_small_batches_and_other_backends_are_one_vmap_gradients_too(problem, mo
     for f in (batched, gradients):
         assert "scan" not in str(jax.make_jaxpr(f)(q, qd, x))
     monkeypatch.setattr(batching, "CHUNK_STATES", 1)
+    monkeypatch.setattr(batching, "CHUNK_STATES_FIRST", 1)
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     for f in (batched, gradients):
         assert "scan" not in str(jax.make_jaxpr(f)(q, qd, x))
@@ -149,6 +151,7 @@ def test_derivatives_through_chunked_batches_equal_those_of_one_vmap(problem, mo
 
     want = derivatives()
     monkeypatch.setattr(batching, "CHUNK_STATES", 1)
+    monkeypatch.setattr(batching, "CHUNK_STATES_FIRST", 1)
     got = derivatives()
     jax.tree.map(lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12), got, want)
 

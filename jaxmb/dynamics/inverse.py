@@ -58,13 +58,13 @@ def joint_forces(model, q, qd, qdd, f_ext):
     return _newton_euler(model, q, qd, qdd, f_ext)[1] + model.armature * qdd
 
 
-_joint_forces = in_cpu_chunks(joint_forces)
+_joint_forces = in_cpu_chunks(joint_forces, batch_last=False)  # batch first: 2x faster in float64
 
 
 def inverse_dynamics(model, q, qd, qdd, f_ext=None):
     """Joint forces ``tau = M(q) qdd + C(q, qd) - J* f_ext`` (nv,), by Newton-Euler in O(N):
     ``T(k) = H(k) f(k) + armature(k) qdd(k)``, ``M`` including ``diag(armature)``. Under `jax.vmap` on the CPU,
-    a batch is computed in chunks with the batch last (`jaxmb.batching.in_cpu_chunks`).
+    a batch is computed in chunks (`jaxmb.batching.in_cpu_chunks`).
 
     Args: q (nq,), qd (nv,), qdd (nv,), f_ext (nb, 6) or None (body coordinates, about the body origins).
     """
