@@ -56,31 +56,27 @@ def _slice(x, k, axis):
     return lax.slice_in_dim(x, k, k + 1, axis=axis)
 
 
-def _mm(A, B, size):
+def _mm(A, B):
     """``A @ B`` over axes (-3, -2) of batch-last operands (..., m, k, size) x (..., k, n, size)."""
     shape = A.shape[:-2] + B.shape[-2:]
-    lead = tuple(range(len(shape) - 3))
-    terms = [lax.mul(lax.broadcast_in_dim(_slice(A, k, -2), shape, lead + (len(shape) - 3, len(shape) - 2,
-                                                                              len(shape) - 1)),
-                     lax.broadcast_in_dim(_slice(B, k, -3), shape, lead + (len(shape) - 3, len(shape) - 2,
-                                                                              len(shape) - 1)))
-             for k in range(A.shape[-2])]
-    return functools.reduce(lax.add, terms)
+    dims = tuple(range(len(shape)))
+    return functools.reduce(lax.add, [lax.mul(lax.broadcast_in_dim(_slice(A, k, -2), shape, dims),
+                                              lax.broadcast_in_dim(_slice(B, k, -3), shape, dims))
+                                      for k in range(A.shape[-2])])
 
 
-def _mv(A, x, size):
+def _mv(A, x):
     """``A @ x`` of batch-last operands (..., m, k, size) x (..., k, size) -> (..., m, size)."""
-    shape = A.shape[:-2] + (size,)
-    lead = tuple(range(len(shape) - 2))
-    terms = [lax.mul(lax.reshape(_slice(A, k, -2), shape),
-                     lax.broadcast_in_dim(_slice(x, k, -2), shape, lead + (len(shape) - 2, len(shape) - 1)))
-             for k in range(A.shape[-2])]
-    return functools.reduce(lax.add, terms)
+    shape = A.shape[:-2] + A.shape[-1:]
+    dims = tuple(range(len(shape)))
+    return functools.reduce(lax.add, [lax.mul(lax.reshape(_slice(A, k, -2), shape),
+                                              lax.broadcast_in_dim(_slice(x, k, -2), shape, dims))
+                                      for k in range(A.shape[-2])])
 
 
-def _dot(a, b, size):
+def _dot(a, b):
     """``sum_i a_i b_i`` of batch-last operands (..., k, size) -> (..., size)."""
-    shape = a.shape[:-2] + (size,)
+    shape = a.shape[:-2] + a.shape[-1:]
     return functools.reduce(lax.add, [lax.reshape(lax.mul(_slice(a, i, -2), _slice(b, i, -2)), shape)
                                       for i in range(a.shape[-2])])
 
@@ -114,14 +110,14 @@ def _batched_rule(eqn, vals, batched, size):
     p, params = eqn.primitive, dict(eqn.params)
     name = p.name
     if name in _PRODUCTS:
-        return [_PRODUCTS[name](*_all_batched(vals, batched, size), size)]
+        return [_PRODUCTS[name](*_all_batched(vals, batched, size))]
     if _is_elementwise(p) or name == "select_n":
         shape = eqn.outvars[0].aval.shape
         return _listed(p, p.bind(*[_to_shape(v, b, shape, size) for v, b in zip(vals, batched)], **params))
     (x, *rest), (bx, *brest) = vals, batched
     if name == "broadcast_in_dim" and not any(brest):
-        out = lax.broadcast_in_dim(x, params["shape"] + (size,), params["broadcast_dimensions"] + (len(params["shape"]),))
-        return [out]
+        shape = params["shape"]
+        return [lax.broadcast_in_dim(x, shape + (size,), params["broadcast_dimensions"] + (len(shape),))]
     if name == "reshape" and not any(brest) and params.get("dimensions") is None:
         return [lax.reshape(x, params["new_sizes"] + (size,))]
     if name in ("concatenate", "stack", "add_any"):
@@ -135,7 +131,7 @@ def _batched_rule(eqn, vals, batched, size):
     if name == "transpose" and bx:
         return [lax.transpose(x, params["permutation"] + (x.ndim - 1,))]
     if name in ("squeeze", "split", "unstack", "reduce_sum", "reduce_max", "reduce_min", "cumsum",
-                "jaxmb_take_rows", "jaxmb_sum_rows", "convert_element_type", "copy", "copy_p") and bx:
+                "jaxmb_take_rows", "jaxmb_sum_rows", "convert_element_type", "copy") and bx:
         return _listed(p, p.bind(x, **params))
     return _by_vmap(p, params, vals, batched, size)
 

@@ -17,7 +17,6 @@ batching rules map both the map and its transpose in chunks (`linear_in_cpu_chun
 """
 
 import functools
-import math
 
 import jax
 import jax.extend
