@@ -93,7 +93,7 @@ def _rule(eqn, vals, batched, size):
     if name in ("custom_jvp_call", "custom_vjp_call"):
         return _interpret(params["call_jaxpr"], vals, batched, size)
     if name == "scan":
-        return _scan(vals, batched, size, **params)
+        return _scan(vals, batched, size, params)
     outs = _batched_rule(eqn, vals, batched, size)
     return outs, [True] * len(outs)
 
@@ -168,9 +168,18 @@ def _flags(jaxpr, batched):
     return [read(v) for v in jaxpr.outvars]
 
 
+def _scan_counts(params):
+    """``(num_consts, num_carry)`` of a scan equation: parameters of their own up to jax 0.10, the lengths of the
+    first two groups of its ``ft_in`` flat tree (consts, carry, xs) from jax 0.11."""
+    if "num_consts" in params:
+        return params["num_consts"], params["num_carry"]
+    consts, carry, _ = params["ft_in"].unpack()
+    return len(consts), len(carry)
+
+
 def _scan_flags(params, ins):
     """The batched flags of the carries (the fixed point over the body) and of the outputs of a scan."""
-    n_consts, n_carry = params["num_consts"], params["num_carry"]
+    n_consts, n_carry = _scan_counts(params)
     body = params["jaxpr"].jaxpr
     consts, carry, xs = ins[:n_consts], list(ins[n_consts : n_consts + n_carry]), ins[n_consts + n_carry :]
     while True:
@@ -181,8 +190,9 @@ def _scan_flags(params, ins):
         carry = new
 
 
-def _scan(vals, batched, size, *, jaxpr, num_consts, num_carry, length, reverse, unroll, **_):
-    flags = _scan_flags(dict(jaxpr=jaxpr, num_consts=num_consts, num_carry=num_carry), batched)
+def _scan(vals, batched, size, params):
+    jaxpr, num_consts, num_carry = params["jaxpr"], *_scan_counts(params)
+    flags = _scan_flags(params, batched)
     carry_b, ys_b = flags[:num_carry], flags[num_carry:]
     consts, init, xs = vals[:num_consts], vals[num_consts : num_consts + num_carry], vals[num_consts + num_carry :]
     consts_b, xs_b = batched[:num_consts], batched[num_consts + num_carry :]
@@ -194,7 +204,7 @@ def _scan(vals, batched, size, *, jaxpr, num_consts, num_carry, length, reverse,
         outs = [v if ob or not b else _spread(v, size) for v, ob, b in zip(outs, outs_b, carry_b + ys_b)]
         return outs[:num_carry], outs[num_carry:]
 
-    carry, ys = lax.scan(body, init, xs, length=length, reverse=reverse, unroll=unroll)
+    carry, ys = lax.scan(body, init, xs, length=params["length"], reverse=params["reverse"], unroll=params["unroll"])
     return list(carry) + list(ys), flags
 
 

@@ -18,13 +18,20 @@ CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 
 
 @functools.lru_cache(maxsize=None)
-def _known_options():
-    """`CPU_COMPILER_OPTIONS` if this jaxlib accepts them (one tiny compile, once per process), else none."""
+def _accepts(key, value):
+    """Whether this jaxlib's XLA accepts the debug option ``key=value`` (one tiny compile, once per process)."""
     try:
-        jax.jit(lambda x: x + 1, compiler_options=CPU_COMPILER_OPTIONS).lower(np.float32(0)).compile()
-    except Exception:  # an XLA without the option rejects it by name: compile with its defaults instead
-        return ()
-    return tuple(CPU_COMPILER_OPTIONS.items())
+        jax.jit(lambda x: x + 1, compiler_options={key: value}).lower(np.float32(0)).compile()
+    except Exception:  # an XLA without the option rejects it by name
+        return False
+    return True
+
+
+def supported_options(options):
+    """The entries of ``options`` (a dict of XLA debug options) that this jaxlib knows; the others are dropped, so a
+    program compiles with XLA's defaults for them rather than failing (jax 0.11's XLA has no
+    ``xla_cpu_use_fusion_emitters``)."""
+    return {key: value for key, value in options.items() if _accepts(key, value)}
 
 
 def jit(fun=None, **jit_kwargs):
@@ -39,5 +46,5 @@ def jit(fun=None, **jit_kwargs):
     """
     if fun is None:
         return functools.partial(jit, **jit_kwargs)
-    options = dict(_known_options()) | dict(jit_kwargs.pop("compiler_options", None) or {})
+    options = supported_options(CPU_COMPILER_OPTIONS) | dict(jit_kwargs.pop("compiler_options", None) or {})
     return jax.jit(fun, compiler_options=options or None, **jit_kwargs)

@@ -24,11 +24,13 @@ import contextlib  # noqa: E402
 import functools  # noqa: E402
 import os  # noqa: E402
 
-FAST_COMPILE_OPTIONS = {
+from jaxmb.compilation import supported_options  # noqa: E402
+
+FAST_COMPILE_OPTIONS = supported_options({
     "xla_backend_optimization_level": 0,
     "xla_llvm_disable_expensive_passes": True,
     "xla_cpu_use_fusion_emitters": False,
-}
+})  # those this jaxlib knows
 
 
 def _xla_defaults():

@@ -29,6 +29,7 @@ import pinocchio as pin
 
 import jaxmb
 from jaxmb import spatial
+from jaxmb.compilation import supported_options
 
 # Short names for the robots of example-robot-data used by the tests (paths under the robots directory).
 ROBOTS = {
@@ -111,11 +112,11 @@ def load_pair(name, floating_base=False):
 # jaxmb's programs are large (1-3.5 MB of HLO per robot for all algorithms), and XLA's CPU backend spends most of
 # the test time optimizing them. These options turn off LLVM optimizations and the CPU fusion emitters: compiling is
 # 3-5x faster, and no arithmetic changes (no fast-math). ``JAXMB_TEST_XLA_DEFAULTS=1`` restores XLA's defaults.
-FAST_COMPILE_OPTIONS = {
+FAST_COMPILE_OPTIONS = supported_options({
     "xla_backend_optimization_level": 0,
     "xla_llvm_disable_expensive_passes": True,
     "xla_cpu_use_fusion_emitters": False,
-}
+})  # those this jaxlib knows
 
 
 def compile_fast(jitted, *args):
