@@ -3,6 +3,7 @@
     python benchmarks/run.py --quick                 # about 13 minutes on the 2-core CPU (loops.py: 6)
     python benchmarks/run.py --device gpu --large    # on a GPU machine: the full grids, batches up to 262144
     python benchmarks/run.py --tiny                  # seconds; proves the entry point works (run by the tests)
+    python benchmarks/run.py --device gpu --quick --only loops,derivatives   # part of a suite, merged into the day's file
 
 Runs `dynamics.py`, `operators.py`, `opspace.py`, `derivatives.py`, `chains.py`, `loops.py` and, where MuJoCo MJX and jaxsim are
 installed, `mjx_peer.py` and `jaxsim_peer.py`, each in its own process (one compile cache each, as a user's first
@@ -59,13 +60,15 @@ def has_module(name):
         return False
 
 
-def run_scripts(mode, device, large, results_dir):
-    """Run each script; returns {script: (returncode, seconds, results stem)}."""
+def run_scripts(mode, device, large, results_dir, only=None):
+    """Run each script (those named in ``only``, if given); returns {script: (returncode, seconds, results stem)}."""
     env = dict(os.environ, JAXMB_RESULTS_DIR=str(results_dir))
     if device:
         env["JAX_PLATFORMS"] = {"cpu": "cpu", "gpu": "cuda"}[device]
     status = {}
     for name, args in SCRIPTS.items():
+        if only and name not in only:
+            continue
         if name == "mjx_peer" and not has_module("mujoco.mjx"):
             print(f"== {name}: skipped (mujoco-mjx is not installed)", flush=True)
             continue
@@ -229,14 +232,23 @@ def main():
     ap.add_argument("--large", action="store_true",
                     help="dynamics.py adds batches 65536 and 262144, the peers run 4096 and 65536 (GPU)")
     ap.add_argument("--no-readme", action="store_true", help="do not rewrite the README table")
+    ap.add_argument("--only", type=lambda s: s.split(","), default=None, metavar="NAME,...",
+                    help=f"run only these scripts ({', '.join(SCRIPTS)}) and merge them into today's results file "
+                         "for this machine, if there is one (a suite split over several calls of a leased machine)")
     args = ap.parse_args()
     mode = "tiny" if args.tiny else "quick" if args.quick else "full"
     with tempfile.TemporaryDirectory() as tmp:
         results_dir = Path(tmp) if args.tiny else HERE / "results"
-        status = run_scripts(mode, args.device, args.large, results_dir)
+        unknown = set(args.only or ()) - set(SCRIPTS)
+        if unknown:
+            ap.error(f"--only: no such script {', '.join(sorted(unknown))} (scripts: {', '.join(SCRIPTS)})")
+        status = run_scripts(mode, args.device, args.large, results_dir, args.only)
         suite = collect(mode, status, results_dir)
         m = suite.get("machine") or {"backend": "unknown", "cores": os.cpu_count()}
         path = results_dir / f"{m['backend']}-{m['cores']}core-{suite['date']}.json"
+        if args.only and path.exists():
+            earlier = json.loads(path.read_text())
+            suite = dict(earlier, scripts=earlier["scripts"] | suite["scripts"])
         path.write_text(json.dumps(suite, indent=1))
         block = table(suite)
         print(block)
