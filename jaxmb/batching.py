@@ -1,6 +1,7 @@
 """Batches on the CPU a chunk of states at a time, each chunk with the batch as the last axis of its arrays:
-`in_cpu_chunks`, the batching rule of `forward_dynamics` and `inverse_dynamics`, for the functions and for their
-derivatives (`linear_in_cpu_chunks`), and `chunked_vmap` for any function.
+`in_cpu_chunks`, the batching rule of `forward_dynamics`, `inverse_dynamics`, `mass_matrix`, `mass_matrix_inverse`,
+`task_space` and the analytic derivatives, for the functions and for their derivatives (`linear_in_cpu_chunks`),
+and `chunked_vmap` for any function.
 
 Under `jax.vmap` a batch of 6x6 inertias is (B, 6, 6), and the unrolled small products of the sweeps read and write
 rows of 3 or 6 numbers, which XLA's CPU loops do not vectorize. Held as (6, 6, B), every operand of a product is a
@@ -29,9 +30,14 @@ from jax.interpreters import ad, batching, mlir
 from jaxmb.batch_last import vmap_batch_last
 
 CHUNK_STATES = 128
-"""The most states in one batch-last chunk on the CPU. On the 2-core development CPU (AMD EPYC, float32 and float64)
-the ABA ran fastest in chunks of 128 states on panda, go1, talos, a 128-body chain and a 128-body binary tree;
-chunks of 256 to 1024 states ran up to 2.5x slower (benchmarks/README.md, "Batch last")."""
+"""The most states in one batch-last chunk on the CPU, in float32. On the 2-core development CPU (AMD EPYC) the ABA
+ran fastest in chunks of 128 states on panda, go1, talos, a 128-body chain and a 128-body binary tree; chunks of
+256 to 1024 states ran up to 2.5x slower (benchmarks/README.md, "Batch last")."""
+
+CHUNK_STATES_FLOAT64 = 32
+"""The most states in one batch-last chunk of a float64 program: on the same CPU the talos ABA, CRBA and
+Newton-Euler ran 5-35 % faster in float64 in chunks of 32 than of 128 (and of 64) states (benchmarks/README.md,
+"Batch last in float64")."""
 
 CHUNK_STATES_FIRST = 512
 """The most states in one chunk of a function batched with the batch first (``batch_last=False``): Newton-Euler,
@@ -106,9 +112,15 @@ def _chunks(axis_size, most=None):
     return k, -(-axis_size // k)
 
 
+def _most_states(closed):
+    """`CHUNK_STATES_FLOAT64` for a program with a float64 output, else `CHUNK_STATES`."""
+    return CHUNK_STATES_FLOAT64 if any(a.dtype == jnp.float64 for a in closed.out_avals) else CHUNK_STATES
+
+
 def _map_in_chunks(closed, axis_size, in_batched, leaves, batch_last=True):
     """The closed jaxpr ``closed`` of one state over a batch of ``axis_size`` states, the leaves flagged in
-    ``in_batched`` carrying it as their leading axis. On the CPU the batch is padded to equal chunks (`_chunks`) by
+    ``in_batched`` carrying it as their leading axis. On the CPU the batch is padded to equal chunks (`_chunks`, of at
+    most `CHUNK_STATES` states, `CHUNK_STATES_FLOAT64` in float64) by
     repeating its last state, mapped by `jax.lax.map`, each chunk computed with the batch last
     (`jaxmb.batch_last.vmap_batch_last`) or, with ``batch_last=False``, by `jax.vmap` in chunks of
     `CHUNK_STATES_FIRST`, and cut back; other backends get one `jax.vmap`. Every output is batched."""
@@ -116,7 +128,7 @@ def _map_in_chunks(closed, axis_size, in_batched, leaves, batch_last=True):
     axes = [0 if b else None for b in in_batched]
     if jax.default_backend() != "cpu":
         return jax.vmap(call, in_axes=axes, axis_size=axis_size)(*leaves)
-    k, chunk = _chunks(axis_size, None if batch_last else CHUNK_STATES_FIRST)
+    k, chunk = _chunks(axis_size, _most_states(closed) if batch_last else CHUNK_STATES_FIRST)
     if batch_last:
         one = vmap_batch_last(closed, in_batched, chunk)
     else:

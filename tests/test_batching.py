@@ -79,6 +79,7 @@ DYNAMICS = {"forward": jaxmb.forward_dynamics, "inverse": jaxmb.inverse_dynamics
 def chunks_of_three(monkeypatch):
     """A batch of `BATCH` states is computed in three chunks of 3 states, the last two padded, batch first or last."""
     monkeypatch.setattr(batching, "CHUNK_STATES", 3)
+    monkeypatch.setattr(batching, "CHUNK_STATES_FLOAT64", 3)
     monkeypatch.setattr(batching, "CHUNK_STATES_FIRST", 3)
     assert batching._chunks(BATCH) == (3, 3)
 
@@ -92,6 +93,15 @@ def test_chunks_are_the_fewest_equal_ones_of_at_most_chunk_states(batch):
     k, chunk = batching._chunks(batch)
     assert chunk <= batching.CHUNK_STATES and k == -(-batch // batching.CHUNK_STATES)
     assert 0 <= k * chunk - batch < k  # less than one state of padding per chunk
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_float64_programs_take_chunks_of_chunk_states_float64(problem, dtype):
+    model, q, qd, x = problem
+    model, q, qd, x = model.cast(dtype), *(jnp.repeat(a, 20, axis=0).astype(dtype) for a in (q, qd, x))  # 140 states
+    jaxpr = str(jax.make_jaxpr(jax.vmap(lambda *a: jaxmb.forward_dynamics(model, *a)))(q, qd, x))
+    most = batching.CHUNK_STATES_FLOAT64 if dtype == jnp.float64 else batching.CHUNK_STATES
+    assert f"length={-(-len(q) // most)}" in jaxpr  # the lax.map over chunks
 
 
 @pytest.mark.parametrize("name", DYNAMICS)
@@ -113,6 +123,7 @@ def test_small_batches_and_other_backends_are_one_vmap_gradients_too(problem, mo
     for f in (batched, gradients):
         assert "scan" not in str(jax.make_jaxpr(f)(q, qd, x))
     monkeypatch.setattr(batching, "CHUNK_STATES", 1)
+    monkeypatch.setattr(batching, "CHUNK_STATES_FLOAT64", 1)
     monkeypatch.setattr(batching, "CHUNK_STATES_FIRST", 1)
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     for f in (batched, gradients):
@@ -151,6 +162,7 @@ def test_derivatives_through_chunked_batches_equal_those_of_one_vmap(problem, mo
 
     want = derivatives()
     monkeypatch.setattr(batching, "CHUNK_STATES", 1)
+    monkeypatch.setattr(batching, "CHUNK_STATES_FLOAT64", 1)
     monkeypatch.setattr(batching, "CHUNK_STATES_FIRST", 1)
     got = derivatives()
     jax.tree.map(lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12), got, want)
@@ -209,6 +221,7 @@ def test_linear_map_has_the_derivatives_of_the_plain_map_to_second_order(linear_
 def test_linear_map_batches_and_its_gradients_in_chunks_in_either_order(linear_problem, monkeypatch):
     r, x = linear_problem
     monkeypatch.setattr(batching, "CHUNK_STATES", 3)  # chunks of 3 states, the last padded
+    monkeypatch.setattr(batching, "CHUNK_STATES_FLOAT64", 3)
     loss = lambda f: lambda r, x: jnp.sum(jnp.cos(f(r, x)["y"]))  # noqa: E731
     shared_x = jax.tree.map(lambda v: v[0], x)
     cases = [(lambda f: jax.vmap(f), x),

@@ -45,6 +45,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb.batching import in_cpu_chunks
 from jaxmb.dynamics.articulated import articulated_body
 from jaxmb.dynamics.factorization import mass_matrix_inverse_from
 from jaxmb.dynamics.inverse import _motion_step
@@ -127,14 +128,7 @@ def _subtree_step(children, I_k, B_k, f_k):
 
 
 @full_precision
-def inverse_dynamics_derivatives(model, q, qd, qdd, f_ext=None) -> InverseDynamicsDerivatives:
-    """Newton-Euler ``tau`` (nv,) and its Jacobians ``d tau/d q``, ``d tau/d qd``, ``d tau/d qdd = M`` (nv, nv)
-    at one state, in one down and one up sweep (module docstring). Columns in ``q`` are tangent directions
-    (`jaxmb.integrate`), as in Pinocchio's ``computeRNEADerivatives``.
-
-    Args: q (nq,), qd (nv,), qdd (nv,), f_ext (nb, 6) or None (body coordinates, about the body origins).
-    """
-    check_shapes(model, q=q, qd=qd, qdd=qdd, f_ext=f_ext)
+def _inverse_dynamics_derivatives(model, q, qd, qdd, f_ext):
     topo = model.topology
     X = joint_poses(model, q)
     H = hinge_map(model)
@@ -177,14 +171,36 @@ def inverse_dynamics_derivatives(model, q, qd, qdd, f_ext=None) -> InverseDynami
 
 
 @full_precision
+def _forward_dynamics_derivatives(model, q, qd, tau, f_ext):
+    ab = articulated_body(model, q, qd, tau, f_ext)
+    d = _inverse_dynamics_derivatives(model, q, qd, ab.qdd, f_ext)
+    Minv = mass_matrix_inverse_from(model, q, ab)  # the factors of the same sweep (7.18)
+    return ForwardDynamicsDerivatives(ab.qdd, -Minv @ d.dtau_dq, -Minv @ d.dtau_dqd, Minv)
+
+
+_inverse_dynamics_derivatives_in_chunks = in_cpu_chunks(_inverse_dynamics_derivatives)
+_forward_dynamics_derivatives_in_chunks = in_cpu_chunks(_forward_dynamics_derivatives)
+
+
+def inverse_dynamics_derivatives(model, q, qd, qdd, f_ext=None) -> InverseDynamicsDerivatives:
+    """Newton-Euler ``tau`` (nv,) and its Jacobians ``d tau/d q``, ``d tau/d qd``, ``d tau/d qdd = M`` (nv, nv)
+    at one state, in one down and one up sweep (module docstring). Columns in ``q`` are tangent directions
+    (`jaxmb.integrate`), as in Pinocchio's ``computeRNEADerivatives``. Under ``jax.vmap`` on the CPU a batch is
+    computed in chunks with the batch last (`jaxmb.batching.in_cpu_chunks`).
+
+    Args: q (nq,), qd (nv,), qdd (nv,), f_ext (nb, 6) or None (body coordinates, about the body origins).
+    """
+    check_shapes(model, q=q, qd=qd, qdd=qdd, f_ext=f_ext)
+    return _inverse_dynamics_derivatives_in_chunks(model, q, qd, qdd, f_ext)
+
+
 def forward_dynamics_derivatives(model, q, qd, tau, f_ext=None) -> ForwardDynamicsDerivatives:
     """The forward dynamics ``qdd`` (nv,) and its Jacobians ``d qdd/d q``, ``d qdd/d qd``, ``d qdd/d tau = M^-1``
     (nv, nv) at one state: ``d qdd = -M^-1 d ID`` at the computed ``qdd`` (module docstring). Columns in ``q`` are
-    tangent directions (`jaxmb.integrate`), as in Pinocchio's ``computeABADerivatives``.
+    tangent directions (`jaxmb.integrate`), as in Pinocchio's ``computeABADerivatives``. Under ``jax.vmap`` on the
+    CPU a batch is computed in chunks with the batch last (`jaxmb.batching.in_cpu_chunks`).
 
     Args: q (nq,), qd (nv,), tau (nv,), f_ext (nb, 6) or None (body coordinates, about the body origins).
     """
-    ab = articulated_body(model, q, qd, tau, f_ext)
-    d = inverse_dynamics_derivatives(model, q, qd, ab.qdd, f_ext)
-    Minv = mass_matrix_inverse_from(model, q, ab)  # the factors of the same sweep (7.18)
-    return ForwardDynamicsDerivatives(ab.qdd, -Minv @ d.dtau_dq, -Minv @ d.dtau_dqd, Minv)
+    check_shapes(model, q=q, qd=qd, tau=tau, f_ext=f_ext)
+    return _forward_dynamics_derivatives_in_chunks(model, q, qd, tau, f_ext)

@@ -11,6 +11,7 @@ diagonal blocks, and zero between unrelated joints.
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb.batching import in_cpu_chunks
 from jaxmb.dynamics.articulated import articulated_body, forward_dynamics, solve_small
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.model import check_shapes
@@ -78,10 +79,19 @@ def _inverse_factor(model, q, ab):
 
 
 @full_precision
-def mass_matrix_inverse(model, q):
-    """``M(q)^-1`` (nv, nv) from the factors: ``[I - H psi K]* D^-1 [I - H psi K]`` (7.18)."""
-    check_shapes(model, q=q)
+def _mass_matrix_inverse(model, q):
     return mass_matrix_inverse_from(model, q, _at_rest(model, q))
+
+
+_mass_matrix_inverse_in_chunks = in_cpu_chunks(_mass_matrix_inverse)
+
+
+def mass_matrix_inverse(model, q):
+    """``M(q)^-1`` (nv, nv) from the factors: ``[I - H psi K]* D^-1 [I - H psi K]`` (7.18). Under ``jax.vmap`` on
+    the CPU a batch is computed in chunks with the batch last (`jaxmb.batching.in_cpu_chunks`): talos at batch 4096
+    in float32 in 30 against 61 us/state."""
+    check_shapes(model, q=q)
+    return _mass_matrix_inverse_in_chunks(model, q)
 
 
 def mass_matrix_inverse_from(model, q, ab):

@@ -2,6 +2,7 @@
 
 import jax.numpy as jnp
 
+from jaxmb.batching import in_cpu_chunks
 from jaxmb.hinges import body_inertias, hinge_map, joint_poses
 from jaxmb.model import check_shapes
 from jaxmb.spatial import mv, phi_congruence
@@ -25,14 +26,7 @@ def composite_inertias(model, q):
     return up(model.topology, _composite_step, jnp.zeros((6, 6), X.p.dtype), X, body_inertias(model))
 
 
-def mass_matrix(model, q):
-    """The mass matrix ``M(q)`` (nv, nv) by composite rigid bodies (Alg 9.3), plus ``diag(armature)``.
-
-    Column j starts as ``F = R(k) H*_j`` at its body k (``M(k, k) = H(k) F``) and walks to the root, one level
-    per step for all columns at once: ``F <- phi(parent, k) F``, ``M(i, j) = H(i) F`` at each ancestor i. The
-    composite sweep's step forms its body's columns, so the (nb, 6, 6) array of all ``R(k)`` is never kept.
-    """
-    check_shapes(model, q=q)
+def _mass_matrix(model, q):
     X = joint_poses(model, q)
     H = hinge_map(model)
     zero = jnp.zeros((6, 6), X.p.dtype)
@@ -42,3 +36,20 @@ def mass_matrix(model, q):
     v = jnp.concatenate(values + off_diagonal + [jnp.zeros(1, F.dtype)])
     M = v[model.topology.mass_matrix_index]  # a gather: XLA fuses it, where a scatter would not
     return M + jnp.diag(model.armature)
+
+
+_mass_matrix_in_chunks = in_cpu_chunks(_mass_matrix)
+
+
+def mass_matrix(model, q):
+    """The mass matrix ``M(q)`` (nv, nv) by composite rigid bodies (Alg 9.3), plus ``diag(armature)``.
+
+    Column j starts as ``F = R(k) H*_j`` at its body k (``M(k, k) = H(k) F``) and walks to the root, one level
+    per step for all columns at once: ``F <- phi(parent, k) F``, ``M(i, j) = H(i) F`` at each ancestor i. The
+    composite sweep's step forms its body's columns, so the (nb, 6, 6) array of all ``R(k)`` is never kept.
+
+    Under ``jax.vmap`` on the CPU a batch is computed in chunks with the batch last, as `forward_dynamics` is
+    (`jaxmb.batching.in_cpu_chunks`): talos at batch 4096 in float32 in 11 against 27.5 us/state.
+    """
+    check_shapes(model, q=q)
+    return _mass_matrix_in_chunks(model, q)

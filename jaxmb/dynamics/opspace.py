@@ -24,12 +24,14 @@ so one pair of sweeps gives the compliance and ``M^-1 J*`` at O(N x columns). Th
 (c, 6) per body, so every spatial operator of `jaxmb.spatial` applies to them unchanged.
 """
 
+import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb.batching import in_cpu_chunks
 from jaxmb.dynamics.articulated import articulated_body, solve_small
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.kinematics import forward_kinematics, frame_poses, jacobians
@@ -162,13 +164,20 @@ def _at_rest(model, q):
     return articulated_body(model, q, zero, zero)
 
 
-@full_precision
+@functools.cache
+def _task_space_in_chunks(t: Task):
+    """`_task_space` at rest for the task ``t`` as a function of ``(model, q)``, batched in chunks
+    (`jaxmb.batching.in_cpu_chunks`); one per task, whose fields are static."""
+    return in_cpu_chunks(full_precision(lambda model, q: _task_space(model, q, t, _at_rest(model, q))[0]))
+
+
 def task_space(model, q, frames, axes=None, reference="local") -> TaskSpace:
     """Task Jacobian, compliance ``Lambda_inv = J M^-1 J*`` and ``M^-1 J*`` of a task, by the articulated-body
     sweep at rest and two column sweeps (module docstring). ``frames``, ``axes``, ``reference``: see `task`
-    (static: pass them as Python values, outside ``jit``'s traced arguments)."""
+    (static: pass them as Python values, outside ``jit``'s traced arguments). Under ``jax.vmap`` on the CPU a batch
+    is computed in chunks with the batch last (`jaxmb.batching.in_cpu_chunks`)."""
     check_shapes(model, q=q)
-    return _task_space(model, q, task(model, frames, axes, reference), _at_rest(model, q))[0]
+    return _task_space_in_chunks(task(model, frames, axes, reference))(model, q)
 
 
 @full_precision
