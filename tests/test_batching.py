@@ -1,8 +1,9 @@
 """`jaxmb.chunked_vmap`: the same values and gradients as `jax.vmap`, for batches that chunks divide or not, with
-shared arguments, and clear errors for what it cannot map. The batching rule of `forward_dynamics` and
-`inverse_dynamics` (`jaxmb.batching.in_cpu_chunks`): chunks of at most `CHUNK_STATES` states, the same values and
-derivatives as state by state, gradients in chunks too. The linear primitive behind those gradients
-(`jaxmb.batching.linear_in_cpu_chunks`): the derivatives, transposes and batches of a plain function."""
+shared arguments, and clear errors for what it cannot map. The batching rule of `forward_dynamics`,
+`inverse_dynamics` and the other functions it serves (`jaxmb.batching.in_cpu_chunks`): chunks of at most
+`CHUNK_STATES` states, the same values and derivatives as state by state, gradients in chunks too. The linear
+primitive behind those gradients (`jaxmb.batching.linear_in_cpu_chunks`): the derivatives, transposes and batches
+of a plain function."""
 
 import jax
 import jax.numpy as jnp
@@ -113,6 +114,28 @@ def test_batches_in_chunks_equal_state_by_state(problem, chunks_of_three, name):
     assert "scan" in str(jax.make_jaxpr(batched)(q, qd, x, f_ext))  # chunked: a lax.map over chunks
     np.testing.assert_allclose(fast_jit(batched)(q, qd, x, f_ext), _loop(f, model, q, qd, x, f_ext),
                                rtol=1e-12, atol=1e-12)
+
+
+CHUNKED = {
+    "mass_matrix": lambda model, q, qd, x: jaxmb.mass_matrix(model, q),
+    "mass_matrix_inverse": lambda model, q, qd, x: jaxmb.mass_matrix_inverse(model, q),
+    "task_space": lambda model, q, qd, x: jaxmb.task_space(model, q, model.frame_names[-2:]),
+    "inverse_dynamics_derivatives": jaxmb.inverse_dynamics_derivatives,
+    "forward_dynamics_derivatives": jaxmb.forward_dynamics_derivatives,
+}
+
+
+@pytest.mark.parametrize("name", CHUNKED)
+def test_mass_matrix_task_space_and_derivatives_batch_in_chunks_equal_state_by_state(problem, chunks_of_three,
+                                                                                     name):
+    model, q, qd, x = problem
+    one = fast_jit(lambda *a: CHUNKED[name](model, *a))
+    batched = jax.vmap(lambda *a: CHUNKED[name](model, *a))
+    assert "scan" in str(jax.make_jaxpr(batched)(q, qd, x))  # chunked: a lax.map over chunks
+    got = fast_jit(batched)(q, qd, x)
+    for i in range(BATCH):
+        jax.tree.map(lambda g, w: np.testing.assert_allclose(g[i], w, rtol=1e-12, atol=1e-12), got,
+                     one(q[i], qd[i], x[i]))
 
 
 @pytest.mark.parametrize("name", DYNAMICS)
