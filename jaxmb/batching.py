@@ -119,11 +119,11 @@ def _most_states(closed):
 
 def _map_in_chunks(closed, axis_size, in_batched, leaves, batch_last=True):
     """The closed jaxpr ``closed`` of one state over a batch of ``axis_size`` states, the leaves flagged in
-    ``in_batched`` carrying it as their leading axis. On the CPU the batch is padded to equal chunks (`_chunks`, of at
-    most `CHUNK_STATES` states, `CHUNK_STATES_FLOAT64` in float64) by
+    ``in_batched`` carrying it as their leading axis. On the CPU the batch is padded to equal chunks (`_chunks`) by
     repeating its last state, mapped by `jax.lax.map`, each chunk computed with the batch last
-    (`jaxmb.batch_last.vmap_batch_last`) or, with ``batch_last=False``, by `jax.vmap` in chunks of
-    `CHUNK_STATES_FIRST`, and cut back; other backends get one `jax.vmap`. Every output is batched."""
+    (`jaxmb.batch_last.vmap_batch_last`, chunks of at most `CHUNK_STATES` states, `CHUNK_STATES_FLOAT64` in
+    float64) or, with ``batch_last=False``, by `jax.vmap` in chunks of `CHUNK_STATES_FIRST`, and cut back; other
+    backends get one `jax.vmap`. Every output is batched."""
     call = jax.extend.core.jaxpr_as_fun(closed)
     axes = [0 if b else None for b in in_batched]
     if jax.default_backend() != "cpu":

@@ -29,8 +29,7 @@ def _accepts(key, value):
 
 def supported_options(options):
     """The entries of ``options`` (a dict of XLA debug options) that this jaxlib knows; the others are dropped, so a
-    program compiles with XLA's defaults for them rather than failing (jax 0.11's XLA has no
-    ``xla_cpu_use_fusion_emitters``)."""
+    program compiles with XLA's defaults for them where a jaxlib without one would fail to compile it."""
     return {key: value for key, value in options.items() if _accepts(key, value)}
 
 
