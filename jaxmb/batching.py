@@ -173,11 +173,16 @@ def vmap_in_cpu_chunks(fun, batch_last=True):
     return functools.wraps(fun)(batched_in_chunks)
 
 
-def in_cpu_chunks(fun, batch_last=True):
+def in_cpu_chunks(fun, batch_last=True, vjp=None):
     """`vmap_in_cpu_chunks` of ``fun``, differentiable: a `jax.custom_jvp` whose tangent is the JVP of ``fun``
     itself, over the arguments whose tangents are not symbolic zeros, bound as a `linear_in_cpu_chunks` map whose
     transpose is the VJP of ``fun``. So derivatives, in any mode and order, are exactly those of ``fun``, and
     `jax.vmap` batches them in chunks too, with the batch last (``batch_last`` applies to ``fun`` itself).
+
+    Args:
+        vjp: ``vjp(primals, live, ct) -> [cotangent, ...]``, the cotangents of the leaves ``live`` of the flattened
+            ``primals`` (the arguments of ``fun``) for the output cotangent ``ct``, in place of `jax.vjp` of ``fun``
+            (a hand-written adjoint, itself differentiable).
     """
     chunked = vmap_in_cpu_chunks(fun, batch_last)
     f = jax.custom_jvp(chunked)
@@ -192,11 +197,13 @@ def in_cpu_chunks(fun, batch_last=True):
             fun_of_live, at = of_live(fun, res, live)
             return jax.jvp(fun_of_live, at, lin)[1]
 
-        def vjp(res, ct):
+        def transpose(res, ct):
+            if vjp is not None:
+                return list(vjp(res, live, ct))
             fun_of_live, at = of_live(fun, res, live)
             return list(jax.vjp(fun_of_live, *at)[1](ct))
 
-        return y, linear_in_cpu_chunks(jvp, vjp, primals, dots)
+        return y, linear_in_cpu_chunks(jvp, transpose, primals, dots)
 
     f.defjvp(f_jvp, symbolic_zeros=True)
     return f

@@ -17,6 +17,7 @@ from jax.test_util import check_grads
 import checks
 import jaxmb
 from jaxmb.dynamics.articulated import articulated_body
+from jaxmb.dynamics.inverse import joint_forces
 from jaxmb.testing import random_model, random_state
 
 RTOL = 1e-12  # float64: the same computation traced differently (jit, vmap) agrees to rounding
@@ -176,6 +177,24 @@ def test_forward_dynamics_derivatives_equal_autodiff_through_the_sweeps():
     assert_tree_close(implicit, sweeps, rtol=IMPLICIT_RTOL)
     grad_inertia = implicit[0][0].inertia
     assert_close(grad_inertia, jnp.swapaxes(grad_inertia, 1, 2))  # the inertia enters by its symmetric part
+
+
+def _through_newton_euler(m, q, qd, qdd, f_ext):
+    return joint_forces(m, q, qd, qdd, f_ext)
+
+
+def test_inverse_dynamics_derivatives_equal_autodiff_through_the_sweeps():
+    """`inverse_dynamics` reverse mode is a hand-written adjoint (`jaxmb.dynamics.adjoint`); its gradient, a
+    directional derivative and the second derivatives (the adjoint differentiated) equal those of autodiff through
+    Newton-Euler's sweeps, in the state, ``f_ext`` and every model parameter (armature included)."""
+    m = random_model(20, n_bodies=4, joint_mix="mixed", floating_base=True, branching=0.5, armature=True)
+    args = tuple(x[0] for x in states(1, seed=8))
+    flat, tree = jax.tree.flatten((m, *args))
+    keys = jax.random.split(jax.random.PRNGKey(2), len(flat))
+    directions = jax.tree.unflatten(tree, [jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, flat)])
+    adjoint = _forward_dynamics_derivatives(jaxmb.inverse_dynamics, m, *args, directions)
+    sweeps = _forward_dynamics_derivatives(_through_newton_euler, m, *args, directions)
+    assert_tree_close(adjoint, sweeps, rtol=IMPLICIT_RTOL)
 
 
 @jax.jit

@@ -13,8 +13,9 @@ Derivatives of `forward_dynamics` (any mode, any order) are not taken through th
 function theorem on ``ID(q, qd, FD(q, qd, tau)) = tau``: ``d qdd = M^-1 (d tau - d ID)``, with ``d ID`` the
 derivative of Newton-Euler at the fixed ``qdd`` (in ``q``, ``qd``, ``f_ext`` and every model parameter) and
 ``M^-1`` applied with the factors the forward sweep already has, ``M^-1 = [I - H psi K]* D^-1 [I - H psi K]``
-(7.18). Its transpose is ``M^-1`` (symmetric) followed by the Newton-Euler VJP, so a gradient costs the forward
-call, one Newton-Euler gradient and two vector sweeps: about 3x the forward call on talos, against 5-5.5x through
+(7.18). Its transpose is ``M^-1`` (symmetric) followed by Newton-Euler's adjoint (`jaxmb.dynamics.adjoint`), which
+takes the body velocities and accelerations from the forward sweep and its down sweep from the solve's, so a
+gradient costs the forward call and three vector sweeps: 2.7-2.9x the forward call on talos, against 5-5.5x through
 the sweeps (benchmarks/README.md).
 
 Under `jax.vmap` on the CPU, a batch is computed in chunks of 128 states with the batch as the last axis
@@ -30,6 +31,7 @@ import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
 
 from jaxmb.batching import linear_in_cpu_chunks, live_tangents, of_live, vmap_in_cpu_chunks
+from jaxmb.dynamics.adjoint import newton_euler_vjp
 from jaxmb.dynamics.inverse import joint_forces
 from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, hinge_motion, joint_poses
 from jaxmb.kinematics import _velocity_step
@@ -46,6 +48,7 @@ class ArticulatedBody(NamedTuple):
     tau_bar (nb, 6, 6)      ``I - G(k) H(k)`` (6.16)
     psi (nb, 6, 6)          ``psi(parent k, k) = phi(parent k, k) tau_bar(k)``, in parent coordinates (6.29)
     z, z_plus (nb, 6)       residual forces before and after the joint (7.42)
+    V (nb, 6)               body velocity
     a, b (nb, 6)            Coriolis acceleration and gyroscopic force (``b`` includes ``-f_ext``)
     alpha, alpha_plus (nb, 6)  body acceleration and the parent's acceleration moved to the body
     log_det_D (nb,)         ``log det D(k)``, the armature included
@@ -62,6 +65,7 @@ class ArticulatedBody(NamedTuple):
     psi: jnp.ndarray
     z: jnp.ndarray
     z_plus: jnp.ndarray
+    V: jnp.ndarray
     a: jnp.ndarray
     b: jnp.ndarray
     alpha: jnp.ndarray
@@ -161,7 +165,8 @@ def _articulated_step(children, X_k, M_k, a_k, b_k, H_k, T_k, A_k):
 
 def velocity_terms(model, q, qd, f_ext=None):
     """Pass 0 of the forward dynamics: joint poses ``X``, hinge map ``H`` (nv, 6), body inertias ``M``
-    (nb, 6, 6), and the Coriolis and gyroscopic terms ``a``, ``b`` (nb, 6), ``b`` less ``f_ext``."""
+    (nb, 6, 6), body velocities ``V`` and the Coriolis and gyroscopic terms ``a``, ``b`` (nb, 6), ``b`` less
+    ``f_ext``."""
     X = joint_poses(model, q)
     H = hinge_map(model)
     vJ = hinge_motion(model, H, qd)
@@ -171,7 +176,7 @@ def velocity_terms(model, q, qd, f_ext=None):
     b = cross_force(V, mv(M, V))  # b(k) = V-bar(k) M(k) V(k)
     if f_ext is not None:
         b = b - f_ext
-    return X, H, M, a, b
+    return X, H, M, V, a, b
 
 
 def _acceleration_step(alpha_parent, X_k, a_k, G_k, nu_k, H_k):
@@ -189,14 +194,14 @@ def articulated_body(model, q, qd, tau, f_ext=None) -> ArticulatedBody:
     """
     check_shapes(model, q=q, qd=qd, tau=tau, f_ext=f_ext)
     topo = model.topology
-    X, H, M, a, b = velocity_terms(model, q, qd, f_ext)  # pass 0
+    X, H, M, V, a, b = velocity_terms(model, q, qd, f_ext)  # pass 0
     zero = (jnp.zeros((6, 6), X.p.dtype), jnp.zeros(6, X.p.dtype))
     body, dof = up(topo, _articulated_step, zero, X, M, a, b, dofs=(H, tau, model.armature))  # pass 1
     P, P_plus, tau_bar, psi, z, z_plus, log_det_D = body
     G, K, D, eps, nu = dof
     alpha, qdd = down(topo, _acceleration_step, base_acceleration(model), X, a, dofs=(G, nu, H))  # pass 2
     alpha_plus = alpha - hinge_motion(model, H, qdd) - a
-    return ArticulatedBody(P, P_plus, tau_bar, psi, z, z_plus, a, b, alpha, alpha_plus, log_det_D, G, K, D, eps, nu,
+    return ArticulatedBody(P, P_plus, tau_bar, psi, z, z_plus, V, a, b, alpha, alpha_plus, log_det_D, G, K, D, eps, nu,
                            qdd)
 
 
@@ -209,13 +214,14 @@ def _innovations_step(z_children, X_k, H_k, G_k, D_k, x_k):
 
 
 def _solve_factored(model, X, H, G, D, x):
-    """``M^-1 x`` (nv,) from the factors ``G, D`` of `ArticulatedBody` (7.18): an up sweep for
-    ``nu = D^-1 [I - H psi K] x``, then pass 2 of Alg 7.2 with ``a = 0`` from a still world for
-    ``[I - H psi K]* nu``. Vectors only; symmetric in ``x``, as ``M^-1`` is."""
+    """``(M^-1 x, phi* H* M^-1 x)`` ((nv,), (nb, 6)) from the factors ``G, D`` of `ArticulatedBody` (7.18): an up
+    sweep for ``nu = D^-1 [I - H psi K] x``, then pass 2 of Alg 7.2 with ``a = 0`` from a still world for
+    ``y = [I - H psi K]* nu``, whose body accelerations are ``phi* H* y``. Vectors only; symmetric in ``x``, as
+    ``M^-1`` is."""
     topo, zero = model.topology, jnp.zeros(6, x.dtype)
     _, nu = up(topo, _innovations_step, zero, X, dofs=(H, G, D, x))
-    _, y = down(topo, _acceleration_step, zero, X, jnp.zeros((model.nb, 6), x.dtype), dofs=(G, nu, H))
-    return y
+    alpha, y = down(topo, _acceleration_step, zero, X, jnp.zeros((model.nb, 6), x.dtype), dofs=(G, nu, H))
+    return y, alpha
 
 
 _accelerations_batched = vmap_in_cpu_chunks(
@@ -223,9 +229,10 @@ _accelerations_batched = vmap_in_cpu_chunks(
 
 
 def _factors(model, q, qd, tau, f_ext):
-    """``qdd`` and the factors ``G, D`` that the derivative rule's ``M^-1`` needs."""
+    """``qdd``, the factors ``G, D`` that the derivative rule's ``M^-1`` needs, and the body velocities and
+    accelerations that Newton-Euler's adjoint needs."""
     ab = articulated_body(model, q, qd, tau, f_ext)
-    return ab.qdd, ab.G, ab.D
+    return ab.qdd, ab.G, ab.D, ab.V, ab.alpha
 
 
 _factors_batched = vmap_in_cpu_chunks(_factors)
@@ -239,17 +246,20 @@ def _accelerations(model, q, qd, tau, f_ext):
 def _accelerations_jvp(primals, tangents):
     """``d qdd = M^-1 (d tau - d ID)``: ``d ID`` the derivative of Newton-Euler at the fixed ``qdd`` along the
     tangents of ``(model, q, qd, f_ext)`` that are not symbolic zeros, ``M^-1`` by the factors ``G, D``
-    (`_solve_factored`). Its transpose is ``M^-1`` (symmetric) followed by the VJP of Newton-Euler."""
+    (`_solve_factored`). Its transpose is ``lambda = M^-1 ct`` (symmetric) followed by Newton-Euler's adjoint at
+    ``-lambda``, whose force cotangents ``u = -phi* H* lambda`` the solve's down sweep computes on the way."""
     model, q, qd, tau, f_ext = primals
-    qdd, G, D = _factors_batched(model, q, qd, tau, f_ext)
+    qdd, G, D, V, alpha = _factors_batched(model, q, qd, tau, f_ext)
     live, dots = live_tangents((model, q, qd, f_ext), tangents[:3] + tangents[4:])
     tau_dot = None if isinstance(tangents[3], SymbolicZero) else tangents[3]
     has_tau_dot = tau_dot is not None  # static: the transpose returns a cotangent for tau only then
+    n_state = len(jax.tree.leaves((model, q, qd)))
+    live_id = [i if i < n_state else i + 1 for i in live]  # in (model, q, qd, qdd, f_ext), Newton-Euler's order
     if not live and not has_tau_dot:
         return qdd, jnp.zeros_like(qdd)
 
     def newton_euler(res):  # Newton-Euler as a function of the live leaves of (model, q, qd, f_ext), at qdd
-        model, q, qd, f_ext, qdd, G, D = res
+        model, q, qd, f_ext, qdd = res[:5]
         return of_live(lambda *args: joint_forces(*args[:3], qdd, args[3]), (model, q, qd, f_ext), live)
 
     def solve(res, x):
@@ -259,17 +269,17 @@ def _accelerations_jvp(primals, tangents):
     def tangent(res, lin):
         id_dots, d_tau = lin
         r = -jax.jvp(*newton_euler(res), id_dots)[1] if live else 0
-        return solve(res, r if d_tau is None else d_tau + r)
+        return solve(res, r if d_tau is None else d_tau + r)[0]
 
     def transpose(res, ct):
-        lam = solve(res, ct)  # M^-1 ct
+        lam, phi_H_lam = solve(res, ct)  # M^-1 ct, and phi* H* M^-1 ct
         if not live:
             return [], lam
-        fun, at = newton_euler(res)
-        ct_id = list(jax.vjp(fun, *at)[1](-lam))
+        model, q, qd, f_ext, qdd, _, _, V, alpha = res
+        ct_id = newton_euler_vjp((model, q, qd, qdd, f_ext), live_id, -lam, motion=(V, alpha, -phi_H_lam))
         return ct_id, lam if has_tau_dot else None
 
-    res = (model, q, qd, f_ext, qdd, G, D)
+    res = (model, q, qd, f_ext, qdd, G, D, V, alpha)
     return qdd, linear_in_cpu_chunks(tangent, transpose, res, (dots, tau_dot))
 
 

@@ -61,7 +61,7 @@ def hybrid_dynamics(model, q, qd, u, prescribed, f_ext=None):
         raise ValueError(f"prescribed: expected shape ({model.nv},), got {jnp.shape(prescribed)}")
     topo = model.topology
     m = jnp.asarray(prescribed).astype(u.dtype)
-    X, H, M, a, b = velocity_terms(model, q, qd, f_ext)
+    X, H, M, _, a, b = velocity_terms(model, q, qd, f_ext)
     zero = (jnp.zeros((6, 6), X.p.dtype), jnp.zeros(6, X.p.dtype))
     (P_plus, z_plus), (G, nu) = up(topo, _hybrid_step, zero, X, M, a, b, dofs=(H, u, m, model.armature))
     alpha, qdd = down(topo, _hybrid_acceleration_step, base_acceleration(model), X, a, dofs=(G, nu, H, u, m))

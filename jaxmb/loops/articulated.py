@@ -114,7 +114,7 @@ def forward_dynamics(lm, q, yd, tau, f_ext=None):
     tree = lm.tree
     topo = tree.topology
     emb = embedding(lm, q, yd)
-    X, H, M, a, b = velocity_terms(tree, q, emb.qd, f_ext)
+    X, H, M, _, a, b = velocity_terms(tree, q, emb.qd, f_ext)
     T_world = down(topo, compose, Transform.identity(X.p.dtype), X)
     T_world = Transform(jnp.concatenate([T_world.R, jnp.eye(3, dtype=X.p.dtype)[None]]),
                         jnp.concatenate([T_world.p, jnp.zeros((1, 3), X.p.dtype)]))  # row nb: the world
