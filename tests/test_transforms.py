@@ -153,7 +153,7 @@ def _through_the_sweeps(m, q, qd, tau, f_ext):
 
 
 @checks.fast_jit(static_argnums=0)
-def _forward_dynamics_derivatives(fd, m, q, qd, tau, f_ext, directions):
+def _derivatives(fd, m, q, qd, tau, f_ext, directions):
     """Reverse mode in every argument (the model's leaves included), one forward-mode directional derivative in
     all of them at once, and the Hessian in the model and the state, of ``sum(sin(fd(...)))`` or of ``fd``."""
     args = (m, q, qd, tau, f_ext)
@@ -162,38 +162,36 @@ def _forward_dynamics_derivatives(fd, m, q, qd, tau, f_ext, directions):
             jax.hessian(loss, argnums=(0, 1, 2))(*args))
 
 
+def _model_state_and_directions(seed):
+    """A random tree with armature, one state ``(q, qd, u, f_ext)`` and a random direction in all of them."""
+    m = random_model(20, n_bodies=4, joint_mix="mixed", floating_base=True, branching=0.5, armature=True)
+    args = tuple(x[0] for x in states(1, seed=seed))
+    flat, tree = jax.tree.flatten((m, *args))
+    keys = jax.random.split(jax.random.PRNGKey(seed), len(flat))
+    directions = jax.tree.unflatten(tree, [jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, flat)])
+    return m, args, directions
+
+
 def test_forward_dynamics_derivatives_equal_autodiff_through_the_sweeps():
     """`forward_dynamics` differentiates by the implicit function theorem, ``d qdd = M^-1 (d tau - d ID)``; its
     gradient, a directional derivative and the second derivatives (the rule differentiated again) equal those of
     autodiff through the three AB sweeps, in the state, ``f_ext`` and every model parameter (armature and a
     non-symmetric inertia direction included)."""
-    m = random_model(20, n_bodies=4, joint_mix="mixed", floating_base=True, branching=0.5, armature=True)
-    args = tuple(x[0] for x in states(1, seed=6))
-    flat, tree = jax.tree.flatten((m, *args))
-    keys = jax.random.split(jax.random.PRNGKey(1), len(flat))
-    directions = jax.tree.unflatten(tree, [jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, flat)])
-    implicit = _forward_dynamics_derivatives(jaxmb.forward_dynamics, m, *args, directions)
-    sweeps = _forward_dynamics_derivatives(_through_the_sweeps, m, *args, directions)
+    m, args, directions = _model_state_and_directions(seed=6)
+    implicit = _derivatives(jaxmb.forward_dynamics, m, *args, directions)
+    sweeps = _derivatives(_through_the_sweeps, m, *args, directions)
     assert_tree_close(implicit, sweeps, rtol=IMPLICIT_RTOL)
     grad_inertia = implicit[0][0].inertia
     assert_close(grad_inertia, jnp.swapaxes(grad_inertia, 1, 2))  # the inertia enters by its symmetric part
-
-
-def _through_newton_euler(m, q, qd, qdd, f_ext):
-    return joint_forces(m, q, qd, qdd, f_ext)
 
 
 def test_inverse_dynamics_derivatives_equal_autodiff_through_the_sweeps():
     """`inverse_dynamics` reverse mode is a hand-written adjoint (`jaxmb.dynamics.adjoint`); its gradient, a
     directional derivative and the second derivatives (the adjoint differentiated) equal those of autodiff through
     Newton-Euler's sweeps, in the state, ``f_ext`` and every model parameter (armature included)."""
-    m = random_model(20, n_bodies=4, joint_mix="mixed", floating_base=True, branching=0.5, armature=True)
-    args = tuple(x[0] for x in states(1, seed=8))
-    flat, tree = jax.tree.flatten((m, *args))
-    keys = jax.random.split(jax.random.PRNGKey(2), len(flat))
-    directions = jax.tree.unflatten(tree, [jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, flat)])
-    adjoint = _forward_dynamics_derivatives(jaxmb.inverse_dynamics, m, *args, directions)
-    sweeps = _forward_dynamics_derivatives(_through_newton_euler, m, *args, directions)
+    m, args, directions = _model_state_and_directions(seed=8)
+    adjoint = _derivatives(jaxmb.inverse_dynamics, m, *args, directions)
+    sweeps = _derivatives(joint_forces, m, *args, directions)  # the plain function: autodiff through its sweeps
     assert_tree_close(adjoint, sweeps, rtol=IMPLICIT_RTOL)
 
 

@@ -65,7 +65,8 @@ _joint_forces = in_cpu_chunks(joint_forces, batch_last=False, vjp=newton_euler_v
 def inverse_dynamics(model, q, qd, qdd, f_ext=None):
     """Joint forces ``tau = M(q) qdd + C(q, qd) - J* f_ext`` (nv,), by Newton-Euler in O(N):
     ``T(k) = H(k) f(k) + armature(k) qdd(k)``, ``M`` including ``diag(armature)``. Under `jax.vmap` on the CPU,
-    a batch is computed in chunks (`jaxmb.batching.in_cpu_chunks`).
+    a batch is computed in chunks (`jaxmb.batching.in_cpu_chunks`). Reverse mode runs Newton-Euler's adjoint
+    (`jaxmb.dynamics.adjoint`), forward mode autodiff through the sweeps.
 
     Args: q (nq,), qd (nv,), qdd (nv,), f_ext (nb, 6) or None (body coordinates, about the body origins).
     """
