@@ -5,7 +5,8 @@ Pinocchio's KKT ``forwardDynamics`` and the armature approximation (issue: close
 
 Three tables, all jitted ``vmap`` over a batch of consistent states (float64, as the references need):
 
-* mechanisms (`jaxmb.loops.mechanisms`): us/state of each method, and the ratio to Pinocchio's
+* mechanisms (`jaxmb.loops.mechanisms`): us/state of each method, of the embedded method's gradient (in ``q``,
+  ``yd`` and ``tau``, and its cost over the forward call), and the ratio to Pinocchio's
   ``forwardDynamics(q, v, tau, K, -k)`` (its KKT solve, one state per call on one core: it has no batched
   constrained solver) on the same spanning tree, and the cost of the exact model over the armature model;
 * cost against the number of clusters: geared pendulum chains of 1-10 links (one link + rotor cluster each),
@@ -24,7 +25,7 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 import jaxmb  # noqa: E402
-from common import best_time, compile_time, machine, save  # noqa: E402
+from common import alternating_best_times, best_time, compile_time, machine, save  # noqa: E402
 from jaxmb import joints, loops  # noqa: E402
 from jaxmb.loops import mechanisms  # noqa: E402
 from jaxmb.model import ModelBuilder  # noqa: E402
@@ -67,6 +68,16 @@ def time_method(fn, args):
     jitted = jaxmb.jit(jax.vmap(fn))
     seconds, compiled = compile_time(jitted, *args)
     return 1e6 * best_time(compiled, *args) / args[0].shape[0], seconds
+
+
+def time_gradient(fn, args):
+    """(us/state of ``grad(sum(vmap(fn)))`` in all arguments, its cost over the forward call, compile s): the two
+    timed in alternating rounds."""
+    forward = jaxmb.jit(jax.vmap(fn)).lower(*args).compile()
+    gradient = jaxmb.jit(jax.grad(lambda *a: jnp.sum(jax.vmap(fn)(*a)), argnums=tuple(range(len(args)))))
+    seconds, compiled = compile_time(gradient, *args)
+    t_forward, t_gradient = alternating_best_times((forward, args), (compiled, args))
+    return 1e6 * t_gradient / args[0].shape[0], t_gradient / t_forward, seconds
 
 
 def _depth_first(parent):
@@ -184,6 +195,8 @@ def main():
         row = {"mechanism": name, "ny": lm.ny, "nv": lm.nv, "clusters": len(lm.loop_clusters)}
         for method, make in METHODS.items():
             row[method], row[method + "_compile_s"] = time_method(make(lm), (q, yd, tau))
+        row["embedded_grad"], row["embedded_grad_over_forward"], row["embedded_grad_compile_s"] = time_gradient(
+            METHODS["embedded"](lm), (q, yd, tau))
         approx = MECHANISMS[name](False)
         if approx is not None:
             y = jax.vmap(lambda x: loops.independent_configuration(lm, x))(q)
@@ -199,7 +212,9 @@ def main():
         pin_txt = (f"  Pinocchio KKT loop {row['pinocchio_kkt']:6.2f} us (embedded {row['embedded_vs_pinocchio']:.2f}x "
                    f"its throughput; max rel. dev {row['pinocchio_max_deviation']:.1e})" if row["pinocchio_kkt"] else "")
         print(f"  {name:24s} ny={lm.ny:3d}  embedded {row['embedded']:7.2f} ({row['embedded_compile_s']:4.1f} s)  "
-              f"projected {row['projected']:7.2f}  lagrange {row['lagrange']:7.2f}{extra}{pin_txt}", flush=True)
+              f"its gradient {row['embedded_grad']:7.2f} ({row['embedded_grad_over_forward']:.2f}x, "
+              f"{row['embedded_grad_compile_s']:4.1f} s)  projected {row['projected']:7.2f}  "
+              f"lagrange {row['lagrange']:7.2f}{extra}{pin_txt}", flush=True)
 
     print("cost against the number of clusters (geared chains): us/state")
     for n in chain_sizes:

@@ -19,13 +19,23 @@ and the articulated-body recursion reads as for a body, with ``S`` for ``H*`` (s
 stays block diagonal: a child node adds only to its anchor's block (seed 001 section IV-D). A one-body node with
 ``G = 1`` is the ordinary AB step, so the recursion covers the whole tree; nodes are swept per depth of the
 cluster tree, one batched step per group of equal shape.
+
+Derivatives are not taken through these sweeps but, as for the tree (`jaxmb.dynamics.articulated`), by the implicit
+function theorem on the cluster RNEA ``ID_y(q, yd, FD_y(q, yd, tau)) = tau``: ``d ydd = M_y^-1 (d tau - d ID_y)``,
+``M_y^-1`` applied with the factors ``B, S, D, D^-1 U*`` that the up sweep leaves (`_solve_factored`), ``d ID_y``
+through the tree's Newton-Euler, whose reverse mode is its adjoint (`jaxmb.dynamics.adjoint`). The identity holds
+at any ``q``, closed or not, since both sides embed at ``q``.
 """
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.custom_derivatives import SymbolicZero
 
+from jaxmb.batching import live_tangents, of_live
 from jaxmb.dynamics.articulated import solve_small, velocity_terms
 from jaxmb.hinges import base_acceleration
+from jaxmb.loops.dynamics import inverse_dynamics
 from jaxmb.loops.embedding import embedding
 from jaxmb.precision import full_precision
 from jaxmb.spatial import Transform, compose, inverse, phi_matrix
@@ -102,15 +112,14 @@ def _group_maps(lm, node, emb):
     return G, g
 
 
-@full_precision
-def forward_dynamics(lm, q, yd, tau, f_ext=None):
-    """Independent accelerations ``ydd`` (ny,) by the constraint-embedded AB algorithm, O(N) for bounded
-    clusters.
+def _nodes(lm):
+    """The groups of `_Node` per depth of the cluster tree, base first."""
+    return [[_Node(lm, ids) for ids in level] for level in lm.schedule]
 
-    Args: q (nq,) spanning configuration satisfying the constraints (`jaxmb.loops.solve_configuration`);
-    yd (ny,) independent velocities; tau (ny,) independent forces (``G* tau_tree`` for spanning-tree joint forces,
-    `jaxmb.loops.generalized_force`); f_ext (nb, 6) or None, body coordinates about the body origins.
-    """
+
+def _factor(lm, q, yd, tau, f_ext):
+    """``ydd`` (ny,) by the up and down sweeps of the module docstring, and the factors of ``M_y`` that
+    `_solve_factored` needs: per group ``(B, S, D, D^-1 U*)``, keyed by its cluster ids."""
     tree = lm.tree
     topo = tree.topology
     emb = embedding(lm, q, yd)
@@ -121,8 +130,8 @@ def forward_dynamics(lm, q, yd, tau, f_ext=None):
     arm = tree.armature
     P = jnp.concatenate([M, jnp.zeros((1, 6, 6), M.dtype)])  # per body, row nb collects what goes to the world
     z = jnp.concatenate([b, jnp.zeros((1, 6), b.dtype)])
-    nodes = [[_Node(lm, ids) for ids in level] for level in lm.schedule]
-    saved = {}
+    nodes = _nodes(lm)
+    factors, biases = {}, {}
     for level in reversed(nodes):  # up: tips to base
         for node in level:
             gs, n = node.bodies.shape
@@ -148,15 +157,85 @@ def forward_dynamics(lm, q, yd, tau, f_ext=None):
             Bt = jnp.swapaxes(B, 1, 2)
             P = P.at[node.anchor].add(Bt @ I_a @ B)  # (59)
             z = z.at[node.anchor].add((Bt @ p_a[..., None])[..., 0])  # (60)
-            saved[node.ids] = (B, S, Sd_yd, Dinv_Ut, Dinv_u)
+            factors[node.ids] = (B, S, D, Dinv_Ut)
+            biases[node.ids] = (Sd_yd, Dinv_u)
     alpha = jnp.concatenate([jnp.zeros((topo.nb, 6), X.p.dtype), base_acceleration(tree)[None]])
-    ydd = jnp.zeros(lm.ny, yd.dtype)
-    for level in nodes:  # down: base to tips
+    return _accelerations_down(lm, nodes, factors, biases, alpha), factors
+
+
+def _accelerations_down(lm, nodes, factors, biases, alpha):
+    """The down sweep: ``ydd`` (ny,) from the world's acceleration ``alpha`` (row nb of (nb + 1, 6)), each group's
+    ``(Sd yd, D^-1 u)`` in ``biases``."""
+    ydd = jnp.zeros(lm.ny, alpha.dtype)
+    for level in nodes:  # base to tips
         for node in level:
-            B, S, Sd_yd, Dinv_Ut, Dinv_u = saved[node.ids]
+            B, S, _, Dinv_Ut = factors[node.ids]
+            Sd_yd, Dinv_u = biases[node.ids]
             a_prime = (B @ alpha[node.anchor][..., None])[..., 0] + Sd_yd  # a' = B alpha(Lambda) + Sd yd
             ydd_S = Dinv_u - (Dinv_Ut @ a_prime[..., None])[..., 0]  # (53)
             alpha_S = a_prime + (S @ ydd_S[..., None])[..., 0]  # (61)
-            alpha = alpha.at[node.bodies].set(alpha_S.reshape(node.bodies.shape + (6,)))
-            ydd = ydd.at[node.y_index].set(ydd_S)
+            alpha = alpha.at[node.bodies].set(alpha_S.reshape(node.bodies.shape + (6,)), unique_indices=True)
+            ydd = ydd.at[node.y_index].set(ydd_S, unique_indices=True)
     return ydd
+
+
+def _solve_factored(lm, factors, x):
+    """``M_y^-1 x`` (ny,) from the factors of `_factor`: its sweeps with no bias terms (a still system, world at
+    rest), ``p_A`` only what the children pass up. ``U D^-1 u = (D^-1 U*)* u``, ``D`` being symmetric."""
+    nb = lm.tree.nb
+    nodes = _nodes(lm)
+    z = jnp.zeros((nb + 1, 6), x.dtype)
+    biases = {}
+    for level in reversed(nodes):  # up
+        for node in level:
+            gs, n = node.bodies.shape
+            B, S, D, Dinv_Ut = factors[node.ids]
+            p_A = z[node.bodies].reshape(gs, 6 * n)
+            u = x[node.y_index] - (jnp.swapaxes(S, 1, 2) @ p_A[..., None])[..., 0]
+            p_a = p_A + (jnp.swapaxes(Dinv_Ut, 1, 2) @ u[..., None])[..., 0]
+            z = z.at[node.anchor].add((jnp.swapaxes(B, 1, 2) @ p_a[..., None])[..., 0])
+            biases[node.ids] = (jnp.zeros_like(p_A), solve_small(D, u[..., None])[..., 0])
+    return _accelerations_down(lm, nodes, factors, biases, jnp.zeros((nb + 1, 6), x.dtype))
+
+
+@jax.custom_jvp
+def _accelerations(lm, q, yd, tau, f_ext):
+    return _factor(lm, q, yd, tau, f_ext)[0]
+
+
+@full_precision
+def _accelerations_jvp(primals, tangents):
+    """``d ydd = M_y^-1 (d tau - d ID_y)``, the implicit function theorem on ``ID_y(q, yd, FD_y(q, yd, tau)) = tau``:
+    ``d ID_y`` the derivative of the cluster RNEA (`jaxmb.loops.inverse_dynamics`) at the fixed ``ydd`` along the
+    tangents of ``(lm, q, yd, f_ext)`` that are not symbolic zeros, ``M_y^-1`` by the forward sweep's factors
+    (`_solve_factored`). Reverse mode transposes the solve (its sweeps are linear in ``x``) and the cluster RNEA,
+    whose tree part is Newton-Euler's adjoint (`jaxmb.dynamics.adjoint`)."""
+    lm, q, yd, tau, f_ext = primals
+    ydd, factors = _factor(lm, q, yd, tau, f_ext)
+    live, dots = live_tangents((lm, q, yd, f_ext), tangents[:3] + tangents[4:])
+    rhs = None if isinstance(tangents[3], SymbolicZero) else tangents[3]
+    if live:
+        cluster_rnea, at = of_live(lambda lm, q, yd, f_ext: inverse_dynamics(lm, q, yd, ydd, f_ext),
+                                   (lm, q, yd, f_ext), live)
+        d_id = jax.jvp(cluster_rnea, at, dots)[1]
+        rhs = -d_id if rhs is None else rhs - d_id
+    if rhs is None:
+        return ydd, jnp.zeros_like(ydd)
+    return ydd, _solve_factored(lm, factors, rhs)
+
+
+_accelerations.defjvp(_accelerations_jvp, symbolic_zeros=True)
+
+
+@full_precision
+def forward_dynamics(lm, q, yd, tau, f_ext=None):
+    """Independent accelerations ``ydd`` (ny,) by the constraint-embedded AB algorithm, O(N) for bounded
+    clusters. Differentiable in every argument and parameter, in forward and reverse mode, by the implicit function
+    theorem on the cluster RNEA (`_accelerations_jvp`).
+
+    Args: q (nq,) spanning configuration satisfying the constraints (`jaxmb.loops.solve_configuration`);
+    yd (ny,) independent velocities; tau (ny,) independent forces (``G* tau_tree`` for spanning-tree joint forces,
+    `jaxmb.loops.generalized_force`); f_ext (nb, 6) or None, body coordinates about the body origins.
+    """
+    return _accelerations(lm, q, yd, tau, f_ext)
+
