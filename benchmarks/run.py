@@ -6,7 +6,7 @@
     python benchmarks/run.py --device gpu --quick --only loops,derivatives   # part of a suite, merged into the day's file
 
 Runs `dynamics.py`, `operators.py`, `opspace.py`, `derivatives.py`, `chains.py`, `loops.py` and, where MuJoCo MJX and jaxsim are
-installed, `mjx_peer.py` and `jaxsim_peer.py`, each in its own process (one compile cache each, as a user's first
+installed (jaxsim with sdformat's ``gz`` or ``ign`` on PATH), `mjx_peer.py` and `jaxsim_peer.py`, each in its own process (one compile cache each, as a user's first
 call sees it), with the same backend. Each writes its own ``results/<script>-<backend>-<cores>core.json`` and
 plot; this script then gathers them into ``results/<backend>-<cores>core-<date>.json`` with the machine, and
 rewrites the table between the ``benchmarks:begin`` and ``benchmarks:end`` markers of README.md with the headline
@@ -20,6 +20,7 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -74,6 +75,10 @@ def run_scripts(mode, device, large, results_dir, only=None):
             continue
         if name == "jaxsim_peer" and not has_module("jaxsim"):
             print(f"== {name}: skipped (jaxsim is not installed)", flush=True)
+            continue
+        if name == "jaxsim_peer" and not (shutil.which("gz") or shutil.which("ign")):
+            print(f"== {name}: skipped (jaxsim reads a URDF through sdformat's gz or ign executable, and neither is "
+                  f"on PATH)", flush=True)
             continue
         argv = list(args[mode])
         if large and name == "dynamics":
@@ -173,7 +178,9 @@ def _chains_rows(res):
 
 def _loops_rows(res):
     return [(f"closed loops, {r['mechanism']} float64 batch {res['batch']}",
-             f"{r['embedded']:.3g} us/state embedded; projected {r['projected']:.3g}, Lagrange {r['lagrange']:.3g}",
+             f"{r['embedded']:.3g} us/state embedded"
+             + (f" (gradient {r['embedded_grad_over_forward']:.2f}x)" if "embedded_grad_over_forward" in r else "")
+             + f"; projected {r['projected']:.3g}, Lagrange {r['lagrange']:.3g}",
              f"{_fmt(r.get('embedded_vs_pinocchio'), 'x')} Pinocchio KKT forwardDynamics loop")
             for r in res.get("mechanisms", [])]
 
