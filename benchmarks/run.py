@@ -5,12 +5,12 @@
     python benchmarks/run.py --tiny                  # seconds; proves the entry point works (run by the tests)
     python benchmarks/run.py --device gpu --quick --only loops,derivatives   # part of a suite, merged into the day's file
 
-Runs `dynamics.py`, `operators.py`, `opspace.py`, `derivatives.py`, `chains.py`, `loops.py` and, where MuJoCo MJX and jaxsim are
-installed (jaxsim with sdformat's ``gz`` or ``ign`` on PATH), `mjx_peer.py` and `jaxsim_peer.py`, each in its own process (one compile cache each, as a user's first
-call sees it), with the same backend. Each writes its own ``results/<script>-<backend>-<cores>core.json`` and
-plot; this script then gathers them into ``results/<backend>-<cores>core-<date>.json`` with the machine, and
-rewrites the table between the ``benchmarks:begin`` and ``benchmarks:end`` markers of README.md with the headline
-figures.
+Runs `dynamics.py`, `operators.py`, `opspace.py`, `derivatives.py`, `chains.py`, `loops.py` and, where MuJoCo MJX and
+jaxsim are installed (jaxsim with sdformat's ``gz`` or ``ign`` on PATH), `mjx_peer.py` and `jaxsim_peer.py`, each in
+its own process (one compile cache each, as a user's first call sees it), with the same backend. Each writes its
+own ``results/<script>-<backend>-<cores>core.json`` and plot; this script then gathers them into
+``results/<backend>-<cores>core-<date>.json`` with the machine, and rewrites the table between the
+``benchmarks:begin`` and ``benchmarks:end`` markers of README.md with the headline figures.
 
 ``--tiny`` runs every script on a tiny configuration into a temporary folder and leaves the committed results
 and README.md alone.
