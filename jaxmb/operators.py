@@ -15,12 +15,15 @@ between them is unchanged, being a statement about the operators and not about t
     E_psi, psi          E_phi tau_bar and (I - E_psi)^-1                          (6.29, 7.5)
     armature (nv, nv)   diag(model.armature): the mass matrix is H phi M phi* H* + armature (9.3)
 
-Every block is computed by the library's recursions (`articulated_body`, `composite_inertias`); only their
-stacking happens here, in numpy.
+Every block is computed by the library's recursions (`articulated_body`, `composite_inertias`), in one jitted
+program (`_blocks`; called op by op, the recursions would compile a small program for each operation, seconds even
+for a small model); only their stacking happens here, in numpy.
 """
 
 from typing import NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.dynamics.articulated import articulated_body
@@ -63,31 +66,38 @@ def _by_coordinate(model, columns):
     return out
 
 
+@jax.jit
+def _blocks(model, q):
+    """The blocks the operators are stacked from: the articulated body at rest, phi(parent k, k) (nb, 6, 6), the
+    hinge maps (nv, 6), D (nv, nv), and the body and composite inertias (nb, 6, 6)."""
+    zero = jnp.zeros(model.nv, q.dtype)
+    ab = articulated_body(model, q, zero, zero)
+    return (ab, phi_matrix(joint_poses(model, q)), hinge_map(model), block_diagonal(model.topology, ab.D),
+            body_inertias(model), composite_inertias(model, q))
+
+
 def dense_operators(model, q) -> DenseOperators:
     """All operators of the model at configuration ``q`` (nq,), as numpy arrays."""
-    nb, nv = model.nb, model.nv
+    nb = model.nb
     topo = model.topology
-    zero = np.zeros(nv)
-    ab = articulated_body(model, q, zero, zero)
-    phis = np.asarray(phi_matrix(joint_poses(model, q)))
+    ab, phis, hinges, D, inertias, composite = jax.tree.map(np.asarray, _blocks(model, q))
     E_phi = np.zeros((6 * nb, 6 * nb))
     for k, p in enumerate(topo.parent):
         if p >= 0:
             E_phi[6 * p : 6 * p + 6, 6 * k : 6 * k + 6] = phis[k]
-    H = _by_coordinate(model, np.asarray(hinge_map(model))).T
-    G = _by_coordinate(model, np.asarray(ab.G))
-    D = np.asarray(block_diagonal(topo, ab.D))
-    tau_bar = _block_diagonal(np.asarray(ab.tau_bar))
+    H = _by_coordinate(model, hinges).T
+    G = _by_coordinate(model, ab.G)
+    tau_bar = _block_diagonal(ab.tau_bar)
     E_psi = E_phi @ tau_bar
     eye = np.eye(6 * nb)
     return DenseOperators(
         E_phi=E_phi,
         phi=np.linalg.inv(eye - E_phi),
         H=H,
-        M=_block_diagonal(np.asarray(body_inertias(model))),
-        R=_block_diagonal(np.asarray(composite_inertias(model, q))),
-        P=_block_diagonal(np.asarray(ab.P)),
-        P_plus=_block_diagonal(np.asarray(ab.P_plus)),
+        M=_block_diagonal(inertias),
+        R=_block_diagonal(composite),
+        P=_block_diagonal(ab.P),
+        P_plus=_block_diagonal(ab.P_plus),
         D=D,
         G=G,
         tau_bar=tau_bar,

@@ -72,22 +72,19 @@ def fast_jit(fn=None, **jit_kwargs):
     return call
 
 
-_DENSE_RECURSIONS = ("articulated_body", "composite_inertias", "joint_poses", "body_inertias", "hinge_map")
-
-
 @functools.cache
-def _jitted_recursions():
+def _fast_blocks():
     import jaxmb.operators
 
-    return {name: fast_jit(getattr(jaxmb.operators, name)) for name in _DENSE_RECURSIONS}
+    return fast_jit(jaxmb.operators._blocks.__wrapped__)
 
 
 def dense_operators(model, q):
-    """`jaxmb.operators.dense_operators` with the recursions whose blocks it stacks jitted (`fast_jit`): one small
-    program each instead of running them op by op; the stacking is unchanged."""
+    """`jaxmb.operators.dense_operators` with the program of the blocks it stacks compiled by `fast_jit`; the
+    stacking is unchanged."""
     from unittest import mock
 
     import jaxmb.operators
 
-    with mock.patch.multiple(jaxmb.operators, **_jitted_recursions()):
+    with mock.patch.object(jaxmb.operators, "_blocks", _fast_blocks()):
         return jaxmb.operators.dense_operators(model, q)

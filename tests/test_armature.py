@@ -19,7 +19,6 @@ import pytest
 import checks
 import jaxmb
 from jaxmb import joints
-from jaxmb.operators import dense_operators
 from jaxmb.testing import random_model, random_state
 from pinocchio_bridge import compile_fast, load_pair, run_fast
 
@@ -246,7 +245,7 @@ def test_dense_mass_matrix_is_H_phi_M_phi_star_H_star_plus_armature():
     """M = H phi M phi* H* + diag(armature) (9.3), the last term the `DenseOperators.armature` field."""
     model = small_model()
     q, _, _ = random_state(model, jax.random.PRNGKey(1))
-    ops = dense_operators(model, q)
+    ops = checks.dense_operators(model, q)
     assert_close(ops.armature, np.diag(model.armature))
     assert_close(jax.jit(jaxmb.mass_matrix)(model, q), ops.H @ ops.phi @ ops.M @ ops.phi.T @ ops.H.T + ops.armature)
 

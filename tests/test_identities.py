@@ -21,7 +21,6 @@ import pytest
 import checks
 import jaxmb
 from jaxmb.rotation import quat_to_matrix
-from jaxmb.operators import dense_operators
 from jaxmb.testing import random_model, random_state
 
 # float64 tolerance, relative to the magnitude of the expected value (or an explicit scale)
@@ -154,9 +153,10 @@ def _evaluate(model, q, qd, u, f_ext, frames):
     return out
 
 
-@functools.partial(jax.jit, static_argnames="frames")
+@functools.partial(jax.jit, static_argnames="frames", compiler_options=checks.FAST_COMPILE_OPTIONS)
 def evaluate(model, q, qd, u, f_ext, frames):
-    """`_evaluate` over a batch of states (leading axis)."""
+    """`_evaluate` over a batch of states (leading axis); compiled without LLVM optimization, as it runs once, and
+    lowered with the CPU form of the small products (the Pinocchio oracle runs the other form)."""
     return jax.vmap(lambda *state: _evaluate(model, *state, frames))(q, qd, u, f_ext)
 
 
@@ -225,7 +225,7 @@ def test_mass_matrix_equals_dense_H_phi_M_phi_star_H_star(name):
     """M == H phi M phi* H* + diag(armature) from the dense stacked operators (4.6, 9.3)."""
     model, results = evaluated(name)
     for (q, *_), out in results:
-        ops = dense_operators(model, q)
+        ops = checks.dense_operators(model, q)
         assert_close(out["M"], ops.H @ ops.phi @ ops.M @ ops.phi.T @ ops.H.T + ops.armature)
 
 
@@ -250,7 +250,7 @@ def test_mass_matrix_trace_is_sum_of_composite_hinge_inertias(name):
     """tr M == sum_k tr(H(k) R(k) H*(k)) with R(k) the composite body inertias (4.21)."""
     model, results = evaluated(name)
     for (q, *_), out in results:
-        H = dense_operators(model, q).H
+        H = checks.dense_operators(model, q).H
         assert_close(np.trace(out["M"]), np.trace(H @ _block_diagonal(out["R"]) @ H.T))
 
 
@@ -445,7 +445,7 @@ def test_composite_inertias_are_diagonal_blocks_of_phi_M_phi_star(name):
     parallel-axis theorem (2.12, 4.10, 9.16)."""
     model, results = evaluated(name)
     for (q, *_), out in results:
-        ops = dense_operators(model, q)
+        ops = checks.dense_operators(model, q)
         full = ops.phi @ ops.M @ ops.phi.T
         for k in range(model.nb):
             assert_close(out["R"][k], full[6 * k : 6 * k + 6, 6 * k : 6 * k + 6])
@@ -456,7 +456,7 @@ def test_phi_M_phi_star_decomposition(name):
     """phi M phi* == R + phi~ R + R phi~* with R = diag(R(k)) and phi~ = phi - I (4.10; holds on trees)."""
     model, results = evaluated(name)
     for (q, *_), out in results:
-        ops = dense_operators(model, q)
+        ops = checks.dense_operators(model, q)
         R = _block_diagonal(out["R"])
         phi_tilde = ops.phi - np.eye(len(ops.phi))
         assert_close(ops.phi @ ops.M @ ops.phi.T, R + phi_tilde @ R + R @ phi_tilde.T)

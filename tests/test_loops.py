@@ -94,20 +94,24 @@ class Case(NamedTuple):
     states: list  # [(q, yd, tau, f_ext)], q closed
 
 
+def _state(lm, q_closed, key, spread):
+    k1, k2, k3, k4 = jax.random.split(key, 4)
+    moved = jaxmb.integrate(lm.tree, q_closed, jax.random.normal(k1, (lm.nv,)), spread)  # on the manifold
+    sol = loops.solve_configuration(lm, loops.independent_configuration(lm, moved), guess=q_closed, iterations=20)
+    yd = jax.random.normal(k2, (lm.ny,))
+    tau = jax.random.normal(k3, (lm.ny,))
+    f_ext = 0.3 * jax.random.normal(k4, (lm.tree.nb, 6))
+    return sol, yd, tau, f_ext
+
+
 def _states(lm, q_closed, seed, n=N_STATES, spread=0.05):
-    out = []
-    for i in range(n):
-        key = jax.random.PRNGKey(seed * 100 + i)
-        k1, k2, k3, k4 = jax.random.split(key, 4)
-        moved = jaxmb.integrate(lm.tree, q_closed, jax.random.normal(k1, (lm.nv,)), spread)  # on the manifold
-        sol = loops.solve_configuration(lm, loops.independent_configuration(lm, moved), guess=q_closed,
-                                        iterations=20)
-        assert bool(sol.converged), sol.residual
-        yd = jax.random.normal(k2, (lm.ny,))
-        tau = jax.random.normal(k3, (lm.ny,))
-        f_ext = 0.3 * jax.random.normal(k4, (lm.tree.nb, 6))
-        out.append((sol.q, yd, tau, f_ext))
-    return out
+    """``n`` closed states near ``q_closed``, drawn in one compiled program (op by op, each new shape of each
+    operation would compile a program of its own)."""
+    keys = jnp.stack([jax.random.PRNGKey(seed * 100 + i) for i in range(n)])
+    draw = checks.fast_jit(jax.vmap(functools.partial(_state, spread=spread), (None, None, 0)))
+    sol, yd, tau, f_ext = draw(lm, q_closed, keys)
+    assert bool(jnp.all(sol.converged)), sol.residual
+    return [(sol.q[i], yd[i], tau[i], f_ext[i]) for i in range(n)]
 
 
 @functools.cache
@@ -177,7 +181,7 @@ def _evaluate(lm, q, yd, tau, f_ext):
 def evaluate(name) -> Outputs:
     case = get_case(name)
     stacked = [jnp.stack(x) for x in zip(*case.states)]
-    return jax.jit(jax.vmap(_evaluate, (None, 0, 0, 0, 0)))(case.lm, *stacked)
+    return checks.fast_jit(jax.vmap(_evaluate, (None, 0, 0, 0, 0)))(case.lm, *stacked)
 
 
 @pytest.fixture(scope="module", params=ALL)
@@ -449,15 +453,19 @@ def test_pinocchio_constrained_forward_dynamics_on_the_same_spanning_tree():
                            q_reference=q0)
     assert lm.ny == tree.nv - 4
     q, yd, tau, _ = _states(lm, q0, 21, n=1)[0]
-    qd = loops.spanning_velocity(lm, q, yd)
-    G = loops.embedding_matrix(lm, q)
-    tau_span = G @ jnp.linalg.solve(G.T @ G, tau)
-    qdd = loops.spanning_acceleration(lm, q, yd, loops.forward_dynamics(lm, q, yd, tau))
-    K = np.asarray(loops.constraint_jacobian(lm, q)) @ bridge.P.T  # columns in Pinocchio's velocity order
-    k = np.asarray(loops.constraint_bias(lm, q, qd))
+
+    @checks.fast_jit  # one program instead of op by op
+    def embedded(q, yd, tau):
+        qd = loops.spanning_velocity(lm, q, yd)
+        G = loops.embedding_matrix(lm, q)
+        tau_span = G @ jnp.linalg.solve(G.T @ G, tau)
+        qdd = loops.spanning_acceleration(lm, q, yd, loops.forward_dynamics(lm, q, yd, tau))
+        return qd, tau_span, qdd, loops.constraint_jacobian(lm, q), loops.constraint_bias(lm, q, qd)
+
+    qd, tau_span, qdd, K, k = (np.asarray(x) for x in embedded(q, yd, tau))
+    K = K @ bridge.P.T  # columns in Pinocchio's velocity order
     data = pm.createData()
-    a_pin = pin.forwardDynamics(pm, data, bridge.q_to_pin(q), bridge.P @ np.asarray(qd),
-                                bridge.P @ np.asarray(tau_span), K, -k, 0.0)
+    a_pin = pin.forwardDynamics(pm, data, bridge.q_to_pin(q), bridge.P @ qd, bridge.P @ tau_span, K, -k, 0.0)
     checks.assert_close(bridge.P.T @ a_pin, qdd, RTOL)
 
 
