@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb.compilation import eager_jit
 from jaxmb.joints import KINDS
 from jaxmb.model import check_shapes
 
@@ -16,6 +17,7 @@ def neutral_configuration(model):
     return jnp.asarray(q, model.mass.dtype)
 
 
+@eager_jit
 def random_configuration(model, key):
     """A random configuration (nq,): uniform within joint limits (``[-pi, pi]`` where a joint has none, unit
     cube for a free base's position), uniform random unit quaternions."""
@@ -28,6 +30,7 @@ def random_configuration(model, key):
     return q
 
 
+@eager_jit
 def configuration_rate(model, q, qd):
     """``dq/dt`` (nq,) for joint velocities ``qd`` (nv,): quaternion rates for spherical and free joints, the
     world-frame position rate of a free base. For integrating (q, qd) with an ODE solver in ``q``'s coordinates."""
@@ -39,6 +42,7 @@ def configuration_rate(model, q, qd):
     return out
 
 
+@eager_jit
 def integrate(model, q, qd, dt):
     """The configuration reached from ``q`` moving at constant ``qd`` for ``dt`` (each joint on its manifold;
     quaternions renormalized here and only here), (nq,)."""

@@ -8,6 +8,7 @@ name says otherwise.
 import jax
 import jax.numpy as jnp
 
+from jaxmb.compilation import eager_jit
 from jaxmb.model import check_shapes
 from jaxmb.rows import take_rows
 from jaxmb.hinges import hinge_map, hinge_motion, joint_poses
@@ -17,6 +18,7 @@ from jaxmb.sweeps import down
 REFERENCES = ("local", "world_aligned", "world")
 
 
+@eager_jit
 def forward_kinematics(model, q) -> Transform:
     """World pose of every body (Alg 3.1): ``T(k) = T(parent k) T_parent,k(q)``. -> R (nb, 3, 3), p (nb, 3)."""
     check_shapes(model, q=q)
@@ -24,6 +26,7 @@ def forward_kinematics(model, q) -> Transform:
     return down(model.topology, compose, Transform.identity(X.p.dtype), X)
 
 
+@eager_jit
 def frame_poses(model, q) -> Transform:
     """World pose of every frame (`Model.frame_names`; bodies and merged links included). -> (nf, ...)."""
     T = forward_kinematics(model, q)
@@ -39,6 +42,7 @@ def _velocity_step(V_parent, X_k, vJ_k):
     return phi_star(X_k, V_parent) + vJ_k  # V(k) = phi*(parent, k) V(parent) + H*(k) qd(k)   (Alg 3.2)
 
 
+@eager_jit
 def body_velocities(model, q, qd):
     """Spatial velocity of every body in its own frame, (nb, 6) (Alg 3.2)."""
     check_shapes(model, q=q, qd=qd)
@@ -54,6 +58,7 @@ def _bias_step(parent, X_k, vJ_k):
     return V, a
 
 
+@eager_jit
 def bias_accelerations(model, q, qd):
     """``Jdot qd`` of every body: its spatial acceleration (body-frame derivative, body coordinates) at zero
     joint accelerations and without gravity, (nb, 6). The classical linear acceleration of the body origin is
@@ -65,6 +70,7 @@ def bias_accelerations(model, q, qd):
     return down(model.topology, _bias_step, (zero, zero), X, vJ)[1]
 
 
+@eager_jit
 def jacobians(model, q):
     """Body-frame Jacobians of all bodies, (nb, 6, nv): ``V(k) = J(k) qd`` (3.53).
 
@@ -91,6 +97,7 @@ def _express(J, T_frame, reference):
     raise ValueError(f"reference must be one of {REFERENCES}, got {reference!r}")
 
 
+@eager_jit(static_argnames=("name", "reference"))
 def jacobian(model, q, name, reference="local"):
     """Jacobian (6, nv) of a body or frame: ``local`` (frame coordinates), ``world_aligned`` (origin at the
     frame, world axes; Pinocchio's LOCAL_WORLD_ALIGNED) or ``world`` (spatial velocity at the world origin)."""
@@ -105,11 +112,13 @@ def jacobian(model, q, name, reference="local"):
     return _express(J_f, T_f, reference)
 
 
+@eager_jit(static_argnames=("name", "reference"))
 def frame_velocity(model, q, qd, name, reference="local"):
     """Spatial velocity (6,) of a body or frame, expressed as in `jacobian`."""
     return mv(jacobian(model, q, name, reference), qd)
 
 
+@eager_jit(static_argnames=("name", "reference"))
 def frame_bias_acceleration(model, q, qd, name, reference="local"):
     """``Jdot qd`` (6,) of a body or frame, in frame coordinates (``local``) or world-aligned coordinates."""
     i = model.frame_index(name)

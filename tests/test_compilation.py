@@ -1,14 +1,21 @@
 """`jaxmb.jit`: `jax.jit` with jaxmb's CPU compiler options. Same results as `jax.jit`, the same calling forms,
-and the caller's own options taking precedence."""
+and the caller's own options taking precedence. `eager_jit`: every public state function compiles its calls made
+outside JAX transformations, once per shape, and is traced as written inside them."""
 
 import functools
+import inspect
+import logging
 
 import jax
 import numpy as np
+import pytest
 
 import jaxmb
-from jaxmb.compilation import CPU_COMPILER_OPTIONS, supported_options
+import jaxmb.loops
+from jaxmb.compilation import CPU_COMPILER_OPTIONS, eager_jit, supported_options
 from jaxmb.testing import random_model, random_state
+
+MODEL_QUERIES = {"total_mass", "neutral_configuration"}  # functions of the model alone: nothing to compile
 
 
 def test_installed_jaxlib_accepts_the_cpu_options():
@@ -46,3 +53,59 @@ def test_callers_compiler_options_win(monkeypatch):
     jaxmb.jit(abs, compiler_options=own | {"xla_cpu_enable_fast_math": False})
     jaxmb.jit(abs)
     assert seen == [own | {"xla_cpu_enable_fast_math": False}, CPU_COMPILER_OPTIONS]
+
+
+@pytest.fixture(scope="module")
+def small():
+    model = random_model(5, n_bodies=4, floating_base=True)
+    return model, random_state(model, jax.random.PRNGKey(1))
+
+
+def test_every_public_state_function_compiles_its_eager_calls():
+    """Each function of ``jaxmb`` and ``jaxmb.loops`` taking a model and a state is an `eager_jit` wrapper (all
+    such wrappers share one code object)."""
+    wrapper = eager_jit(lambda: None).__code__
+    for namespace in (jaxmb, jaxmb.loops):
+        for name, fun in vars(namespace).items():
+            if not inspect.isfunction(fun) or name in MODEL_QUERIES:
+                continue
+            if next(iter(inspect.signature(fun).parameters), None) in ("model", "lm"):
+                assert fun.__code__ is wrapper, f"{namespace.__name__}.{name} is not decorated with eager_jit"
+
+
+def test_eager_calls_compile_one_program_once(small, caplog):
+    """Op by op, the first call would compile a program per operation; compiled, it compiles one, and calls with
+    new values of the same shapes reuse it."""
+    model, (q, qd, tau) = small
+    supported_options(CPU_COMPILER_OPTIONS)  # its probe compiles once per process
+    q_new = q + 0.1
+    with jax.log_compiles(True), caplog.at_level(logging.WARNING):
+        first = jaxmb.forward_dynamics(model, q, qd, tau)
+        again = jaxmb.forward_dynamics(model, q_new, qd, tau)
+    compiled = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Finished XLA compilation")]
+    assert len(compiled) == 1 and "forward_dynamics" in compiled[0], compiled
+    for result, q_ in ((first, q), (again, q_new)):
+        np.testing.assert_allclose(result, jax.jit(jaxmb.forward_dynamics)(model, q_, qd, tau), rtol=1e-12,
+                                   atol=1e-12)
+
+
+def test_static_arguments_may_be_lists_or_arrays(small, caplog):
+    """Frames as a list and axes as a numpy array, by keyword, run the program of the tuples they hold given by
+    position."""
+    model, (q, _, _) = small
+    frames = list(model.frame_names[-2:])
+    as_lists = jaxmb.operational_space_compliance(model, q, frames, axes=np.arange(3, 6))
+    with jax.log_compiles(True), caplog.at_level(logging.WARNING):
+        as_tuples = jaxmb.operational_space_compliance(model, q, tuple(frames), (3, 4, 5))
+    assert not [r for r in caplog.records if r.getMessage().startswith("Finished XLA compilation")], caplog.text
+    np.testing.assert_array_equal(as_lists, as_tuples)
+
+
+def test_inside_transformations_the_function_is_traced_as_written(small):
+    """A caller's program holds the sweeps themselves, not a nested compiled call (whose CPU options a caller's
+    ``jit`` would refuse), also when every argument is a constant of the caller's ``jit``."""
+    model, (q, qd, tau) = small
+    jaxpr = jax.make_jaxpr(jaxmb.forward_dynamics)(model, q, qd, tau)
+    assert "forward_dynamics" not in [e.params.get("name") for e in jaxpr.eqns]
+    np.testing.assert_allclose(jax.jit(lambda: jaxmb.forward_dynamics(model, q, qd, tau))(),
+                               jaxmb.forward_dynamics(model, q, qd, tau), rtol=1e-12, atol=1e-12)

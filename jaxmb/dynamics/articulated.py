@@ -31,6 +31,7 @@ import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
 
 from jaxmb.batching import linear_in_cpu_chunks, live_tangents, of_live, vmap_in_cpu_chunks
+from jaxmb.compilation import eager_jit
 from jaxmb.dynamics.adjoint import newton_euler_vjp
 from jaxmb.dynamics.inverse import joint_forces
 from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, hinge_motion, joint_poses
@@ -186,6 +187,7 @@ def _acceleration_step(alpha_parent, X_k, a_k, G_k, nu_k, H_k):
     return alpha, qdd
 
 
+@eager_jit
 def articulated_body(model, q, qd, tau, f_ext=None) -> ArticulatedBody:
     """All articulated-body quantities of the state ``(q, qd, tau)`` in three O(N) sweeps (Alg 7.2).
 
@@ -286,6 +288,7 @@ def _accelerations_jvp(primals, tangents):
 _accelerations.defjvp(_accelerations_jvp, symbolic_zeros=True)
 
 
+@eager_jit
 def forward_dynamics(model, q, qd, tau, f_ext=None):
     """Joint accelerations ``qdd = M^-1 (tau - C(q, qd) + J* f_ext)`` (nv,) by the articulated-body algorithm,
     ``M`` including the armature. Differentiable in every argument and model parameter, in forward and reverse

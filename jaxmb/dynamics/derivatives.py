@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.batching import in_cpu_chunks
+from jaxmb.compilation import eager_jit
 from jaxmb.dynamics.articulated import articulated_body
 from jaxmb.dynamics.factorization import mass_matrix_inverse_from
 from jaxmb.dynamics.inverse import _motion_step
@@ -182,6 +183,7 @@ _inverse_dynamics_derivatives_in_chunks = in_cpu_chunks(_inverse_dynamics_deriva
 _forward_dynamics_derivatives_in_chunks = in_cpu_chunks(_forward_dynamics_derivatives)
 
 
+@eager_jit
 def inverse_dynamics_derivatives(model, q, qd, qdd, f_ext=None) -> InverseDynamicsDerivatives:
     """Newton-Euler ``tau`` (nv,) and its Jacobians ``d tau/d q``, ``d tau/d qd``, ``d tau/d qdd = M`` (nv, nv)
     at one state, in one down and one up sweep (module docstring). Columns in ``q`` are tangent directions
@@ -194,6 +196,7 @@ def inverse_dynamics_derivatives(model, q, qd, qdd, f_ext=None) -> InverseDynami
     return _inverse_dynamics_derivatives_in_chunks(model, q, qd, qdd, f_ext)
 
 
+@eager_jit
 def forward_dynamics_derivatives(model, q, qd, tau, f_ext=None) -> ForwardDynamicsDerivatives:
     """The forward dynamics ``qdd`` (nv,) and its Jacobians ``d qdd/d q``, ``d qdd/d qd``, ``d qdd/d tau = M^-1``
     (nv, nv) at one state: ``d qdd = -M^-1 d ID`` at the computed ``qdd`` (module docstring). Columns in ``q`` are

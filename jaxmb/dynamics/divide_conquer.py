@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb.compilation import eager_jit
 from jaxmb.dynamics.articulated import solve_small
 from jaxmb.hinges import (
     base_acceleration,
@@ -193,6 +194,7 @@ def _interleave(a, b, rest):
     return jnp.concatenate([jnp.stack([a, b], 1).reshape((-1,) + a.shape[1:]), rest])
 
 
+@eager_jit
 def forward_dynamics_dc(model, q, qd, tau, f_ext=None):
     """Joint accelerations ``qdd`` (nv,) of a serial chain by divide and conquer (Alg 10.6), equal to
     `jaxmb.forward_dynamics` (armature included) in O(log n) sequential depth.

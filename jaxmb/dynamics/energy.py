@@ -7,12 +7,14 @@ kinetic energy, and has no spatial momentum, so the momentum functions leave it 
 import jax
 import jax.numpy as jnp
 
+from jaxmb.compilation import eager_jit
 from jaxmb.hinges import body_inertias
 from jaxmb.kinematics import body_velocities, forward_kinematics, jacobians
 from jaxmb.spatial import kinetic_energy as _body_kinetic_energy
 from jaxmb.spatial import Transform, cross3, dot, mm, mv, phi, transform_point
 
 
+@eager_jit
 def kinetic_energy(model, q, qd):
     """``1/2 sum_k V(k)* M(k) V(k) + 1/2 sum_i armature(i) qd(i)^2`` (2.14), equal to ``1/2 qd* M(q) qd`` with
     ``M`` including ``diag(armature)``: the second sum is the energy of the rotors whose reflected inertia the
@@ -21,6 +23,7 @@ def kinetic_energy(model, q, qd):
     return bodies + 0.5 * jnp.sum(model.armature * qd * qd)
 
 
+@eager_jit
 def potential_energy(model, q):
     """Gravitational potential ``-sum_k m(k) g* c(k)`` with ``c(k)`` the world position of each body's com."""
     c = transform_point(forward_kinematics(model, q), model.com)
@@ -31,12 +34,14 @@ def total_mass(model):
     return jnp.sum(model.mass)
 
 
+@eager_jit
 def center_of_mass(model, q):
     """World position (3,) of the centre of mass of all bodies."""
     c = transform_point(forward_kinematics(model, q), model.com)
     return jnp.sum(model.mass[:, None] * c, 0) / jnp.sum(model.mass)
 
 
+@eager_jit
 def spatial_momentum(model, q, qd):
     """Total spatial momentum ``sum_k phi(world, k) M(k) V(k)`` (2.16-2.17), in world coordinates about the
     world origin, angular first (6,). The armature has no spatial momentum and is left out."""
@@ -44,6 +49,7 @@ def spatial_momentum(model, q, qd):
     return jnp.sum(jax.vmap(phi)(forward_kinematics(model, q), h_body), 0)
 
 
+@eager_jit
 def centroidal_momentum_matrix(model, q):
     """``A_g(q)`` (6, nv) with ``h_g = A_g qd`` the centroidal momentum: the spatial momentum about the centre of
     mass, in world-aligned coordinates, angular first (Orin and Goswami; Pinocchio's ``ccrba`` is linear first).
@@ -57,6 +63,7 @@ def centroidal_momentum_matrix(model, q):
     return jnp.sum(phi(to_com, jnp.swapaxes(MJ, -1, -2)), 0).T
 
 
+@eager_jit
 def centroidal_momentum(model, q, qd):
     """``h_g = A_g qd`` (6,): spatial momentum about the centre of mass, world-aligned, angular first; without
     the armature, as `centroidal_momentum_matrix`."""

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.batching import in_cpu_chunks
+from jaxmb.compilation import eager_jit
 from jaxmb.dynamics.articulated import articulated_body, forward_dynamics, solve_small
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.model import check_shapes
@@ -57,6 +58,7 @@ def _identity_entries(model, dtype):
     return jnp.asarray(w.rows == w.cols, dtype)
 
 
+@eager_jit
 def innovations_factors(model, q):
     """``(L, D)``, both (nv, nv), with ``M(q) = L D L*``: ``L = I + H phi K`` (7.14) and
     ``D = diag{H P H* + diag(armature)}``."""
@@ -67,6 +69,7 @@ def innovations_factors(model, q):
     return _ancestor_matrix(model, values), block_diagonal(model.topology, ab.D)
 
 
+@eager_jit
 def innovations_factor_inverse(model, q):
     """``L^-1 = I - H psi K`` (nv, nv) (7.17), entries ``-H(i) psi(i, parent j) K(parent j, j)``, without a solve."""
     check_shapes(model, q=q)
@@ -86,6 +89,7 @@ def _mass_matrix_inverse(model, q):
 _mass_matrix_inverse_in_chunks = in_cpu_chunks(_mass_matrix_inverse)
 
 
+@eager_jit
 def mass_matrix_inverse(model, q):
     """``M(q)^-1`` (nv, nv) from the factors: ``[I - H psi K]* D^-1 [I - H psi K]`` (7.18). Under ``jax.vmap`` on
     the CPU a batch is computed in chunks with the batch last (`jaxmb.batching.in_cpu_chunks`): talos at batch 4096
@@ -101,6 +105,7 @@ def mass_matrix_inverse_from(model, q, ab):
     return L_inv.T @ (block_diagonal_inverse(model.topology, ab.D) @ L_inv)
 
 
+@eager_jit
 def mass_matrix_inverse_times(model, q, x):
     """``M(q)^-1 x`` (nv,) in O(N) without forming ``M``: the articulated-body sweeps with ``x`` as the joint
     forces, at zero velocity and without gravity (with `forward_dynamics`'s derivatives). Under ``vmap`` over ``x``
@@ -110,6 +115,7 @@ def mass_matrix_inverse_times(model, q, x):
     return forward_dynamics(still, q, jnp.zeros_like(x), x)
 
 
+@eager_jit
 def log_det_mass_matrix(model, q):
     """``log det M(q) = sum_k log det D(k)`` (9.53): ``det L = 1``. O(N), differentiable."""
     check_shapes(model, q=q)

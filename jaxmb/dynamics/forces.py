@@ -9,6 +9,7 @@ cross the joint. `jaxmb.body_forces` gives the same forces by a Newton-Euler swe
 
 import jax.numpy as jnp
 
+from jaxmb.compilation import eager_jit
 from jaxmb.dynamics.articulated import articulated_body
 from jaxmb.kinematics import forward_kinematics
 from jaxmb.spatial import mv, phi
@@ -16,6 +17,7 @@ from jaxmb.spatial import mv, phi
 REFERENCES = ("local", "world_aligned", "world")
 
 
+@eager_jit(static_argnames=("reference",))
 def express_forces(model, q, f, reference):
     """Body forces ``f`` (nb, 6), given in body coordinates about the body origins, in ``reference``:
     ``local`` (unchanged), ``world_aligned`` (about the body origin, world axes) or ``world`` (about the world
@@ -30,6 +32,7 @@ def express_forces(model, q, f, reference):
     raise ValueError(f"reference must be one of {REFERENCES}, got {reference!r}")
 
 
+@eager_jit(static_argnames=("reference",))
 def interbody_forces(model, q, qd, tau, f_ext=None, reference="local"):
     """Inter-body forces (nb, 6) of the motion that ``tau`` produces: ``f(k) = P(k)(alpha(k) - a(k)) + z(k)``
     (eq. 18), from one forward-dynamics pass. ``reference``: see `express_forces`.

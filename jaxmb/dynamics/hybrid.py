@@ -15,6 +15,7 @@ Forces:     f(k) = P+ alpha+ + z+ (eq. 18);   T = H f + armature qdd on every co
 
 import jax.numpy as jnp
 
+from jaxmb.compilation import eager_jit
 from jaxmb.dynamics.articulated import solve_small, velocity_terms
 from jaxmb.hinges import base_acceleration, hinge_motion, hinge_project
 from jaxmb.model import check_shapes
@@ -45,6 +46,7 @@ def _hybrid_acceleration_step(alpha_parent, X_k, a_k, G_k, nu_k, H_k, u_k, m_k):
     return alpha, qdd
 
 
+@eager_jit
 def hybrid_dynamics(model, q, qd, u, prescribed, f_ext=None):
     """Accelerations and forces when the coordinates where ``prescribed`` is true have given accelerations and
     the others given forces.

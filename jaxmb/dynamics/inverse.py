@@ -7,6 +7,7 @@ nothing to the body forces.
 import jax.numpy as jnp
 
 from jaxmb.batching import in_cpu_chunks
+from jaxmb.compilation import eager_jit
 from jaxmb.dynamics.adjoint import newton_euler_vjp
 from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, joint_poses
 from jaxmb.model import check_shapes
@@ -45,6 +46,7 @@ def _newton_euler(model, q, qd, qdd, f_ext):
     return up(model.topology, _force_step, zero, X, f_body, dofs=(H,))
 
 
+@eager_jit
 def body_forces(model, q, qd, qdd, f_ext=None):
     """Inter-body forces ``f(k)`` (nb, 6): the spatial force that the parent exerts on body k across joint k,
     at the body origin in body coordinates, with gravity and external forces (5.42).
@@ -62,6 +64,7 @@ def joint_forces(model, q, qd, qdd, f_ext):
 _joint_forces = in_cpu_chunks(joint_forces, batch_last=False, vjp=newton_euler_vjp)  # batch first: 2x faster in f64
 
 
+@eager_jit
 def inverse_dynamics(model, q, qd, qdd, f_ext=None):
     """Joint forces ``tau = M(q) qdd + C(q, qd) - J* f_ext`` (nv,), by Newton-Euler in O(N):
     ``T(k) = H(k) f(k) + armature(k) qdd(k)``, ``M`` including ``diag(armature)``. Under `jax.vmap` on the CPU,
@@ -73,11 +76,13 @@ def inverse_dynamics(model, q, qd, qdd, f_ext=None):
     return _joint_forces(model, q, qd, qdd, f_ext)
 
 
+@eager_jit
 def bias_forces(model, q, qd, f_ext=None):
     """``C(q, qd)`` (nv,): Coriolis, centrifugal and gravity forces (and ``-J* f_ext``); ``tau`` at ``qdd = 0``."""
     return inverse_dynamics(model, q, qd, jnp.zeros_like(qd), f_ext)
 
 
+@eager_jit
 def gravity_forces(model, q):
     """Generalized gravity forces (nv,): ``tau`` at ``qd = qdd = 0``; equal to ``dV/dq`` of the potential."""
     zero = jnp.zeros(model.nv, q.dtype)

@@ -3,6 +3,7 @@
 import jax.numpy as jnp
 
 from jaxmb.batching import in_cpu_chunks
+from jaxmb.compilation import eager_jit
 from jaxmb.hinges import body_inertias, hinge_map, joint_poses
 from jaxmb.model import check_shapes
 from jaxmb.spatial import mv, phi_congruence
@@ -19,6 +20,7 @@ def _column_step(R_children, X_k, M_k, H_k):
     return to_parent, (), mv(R, H_k)  # the columns R(k) H*(k) of body k's coordinates, (nv_k, 6)
 
 
+@eager_jit
 def composite_inertias(model, q):
     """``R(k)`` (nb, 6, 6): spatial inertia of the subtree rooted at each body, in its frame (Alg 9.2)."""
     check_shapes(model, q=q)
@@ -41,6 +43,7 @@ def _mass_matrix(model, q):
 _mass_matrix_in_chunks = in_cpu_chunks(_mass_matrix)
 
 
+@eager_jit
 def mass_matrix(model, q):
     """The mass matrix ``M(q)`` (nv, nv) by composite rigid bodies (Alg 9.3), plus ``diag(armature)``.
 

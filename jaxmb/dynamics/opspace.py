@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.batching import in_cpu_chunks
+from jaxmb.compilation import eager_jit
 from jaxmb.dynamics.articulated import articulated_body, solve_small
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.kinematics import forward_kinematics, frame_poses, jacobians
@@ -171,6 +172,7 @@ def _task_space_in_chunks(t: Task):
     return in_cpu_chunks(full_precision(lambda model, q: _task_space(model, q, t, _at_rest(model, q))[0]))
 
 
+@eager_jit(static_argnames=("frames", "axes", "reference"))
 def task_space(model, q, frames, axes=None, reference="local") -> TaskSpace:
     """Task Jacobian, compliance ``Lambda_inv = J M^-1 J*`` and ``M^-1 J*`` of a task, by the articulated-body
     sweep at rest and two column sweeps (module docstring). ``frames``, ``axes``, ``reference``: see `task`
@@ -180,6 +182,7 @@ def task_space(model, q, frames, axes=None, reference="local") -> TaskSpace:
     return _task_space_in_chunks(task(model, frames, axes, reference))(model, q)
 
 
+@eager_jit(static_argnames=("frames", "axes", "reference"))
 @full_precision
 def operational_space_compliance(model, q, frames, axes=None, reference="local"):
     """``Lambda_inv = J M^-1 J*`` (c, c) for the task frames (10.6, 10.12), without forming ``M`` or ``M^-1``;
@@ -214,6 +217,7 @@ def damped_inverse(Lambda_inv, damping, rcond=None):
     return TaskInertia(0.5 * (Lambda + Lambda.T), ev[0] < rcond * ev[-1])
 
 
+@eager_jit(static_argnames=("frames", "axes", "reference"))
 @full_precision
 def operational_space_inertia(model, q, frames, axes=None, reference="local", damping=1e-8) -> TaskInertia:
     """``Lambda = Lambda_inv^-1`` (c, c) (10.7), damped as `damped_inverse`, with the rank-deficiency flag."""
@@ -230,6 +234,7 @@ def _frame_accelerations(model, q, t: Task, d, placement, alpha):
     return jnp.einsum("mrj,mj->mr", d, a_f).reshape(-1)
 
 
+@eager_jit(static_argnames=("frames", "axes", "reference"))
 @full_precision
 def operational_space_bias(model, q, qd, tau, frames, axes=None, reference="local", damping=1e-8, f_ext=None):
     """``C_os`` (c,) of the task equation ``Lambda alpha_nd + C_os = f_nd`` (10.8), by the shortcut
@@ -244,6 +249,7 @@ def operational_space_bias(model, q, qd, tau, frames, axes=None, reference="loca
     return -Lambda @ _frame_accelerations(model, q, t, d, placement, ab.alpha)
 
 
+@eager_jit(static_argnames=("frames", "axes", "reference"))
 @full_precision
 def operational_space_control(model, q, qd, frames, u, tau_posture=None, axes=None, reference="local",
                               damping=1e-8, f_ext=None):
@@ -277,6 +283,7 @@ def _upsilon_step(Y_parent, X_k, H_k, G_k, D_k):
     return Y_plus + mm(H_k.T, U) - mm(Z, H_k), U  # Upsilon(k) = Upsilon+ + H* U - Z H   (Alg 10.3, (10.22))
 
 
+@eager_jit
 def upsilon(model, q):
     """``Upsilon(k)`` (nb, 6, 6): the operational-space compliance of every body at its origin, in body
     coordinates, ``Omega(k, k) = [phi* H* M^-1 H phi](k, k)``, by one down sweep after the articulated-body sweep

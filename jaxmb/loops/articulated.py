@@ -33,6 +33,7 @@ import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
 from jaxmb.batching import live_tangents, of_live
+from jaxmb.compilation import eager_jit
 from jaxmb.dynamics.articulated import solve_small, velocity_terms
 from jaxmb.hinges import base_acceleration
 from jaxmb.loops.dynamics import inverse_dynamics
@@ -227,6 +228,7 @@ def _accelerations_jvp(primals, tangents):
 _accelerations.defjvp(_accelerations_jvp, symbolic_zeros=True)
 
 
+@eager_jit
 @full_precision
 def forward_dynamics(lm, q, yd, tau, f_ext=None):
     """Independent accelerations ``ydd`` (ny,) by the constraint-embedded AB algorithm, O(N) for bounded

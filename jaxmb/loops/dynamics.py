@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import cho_factor, cho_solve
 
+from jaxmb.compilation import eager_jit
 from jaxmb.dynamics.inverse import bias_forces as tree_bias_forces
 from jaxmb.dynamics.inverse import body_forces as tree_body_forces
 from jaxmb.dynamics.inverse import inverse_dynamics as tree_inverse_dynamics
@@ -37,6 +38,7 @@ from jaxmb.loops.embedding import (
 )
 
 
+@eager_jit
 @full_precision
 def inverse_dynamics(lm, q, yd, ydd, f_ext=None):
     """Independent forces ``tau_y = G* ID_tree(q, G yd, G ydd + g)`` (ny,): the cluster RNEA.
@@ -47,6 +49,7 @@ def inverse_dynamics(lm, q, yd, ydd, f_ext=None):
     return dense_embedding(lm, emb).T @ tau
 
 
+@eager_jit
 @full_precision
 def mass_matrix(lm, q):
     """``M_y = G* M G`` (ny, ny), symmetric positive definite (15.8)."""
@@ -54,12 +57,14 @@ def mass_matrix(lm, q):
     return G.T @ tree_mass_matrix(lm.tree, q) @ G
 
 
+@eager_jit
 @full_precision
 def bias_forces(lm, q, yd, f_ext=None):
     """``C_y = G* (C + M g)`` (ny,): ``tau_y`` at ``ydd = 0``."""
     return inverse_dynamics(lm, q, yd, jnp.zeros_like(yd), f_ext)
 
 
+@eager_jit
 @full_precision
 def lagrange_forward_dynamics(lm, q, qd, tau, f_ext=None, baumgarte=None):
     """Spanning accelerations and constraint forces ``(qdd (nv,), lambda (nc,))`` by Lagrange multipliers.
@@ -83,6 +88,7 @@ def lagrange_forward_dynamics(lm, q, qd, tau, f_ext=None, baumgarte=None):
     return qdd_free + Minv_Kt @ lam, lam
 
 
+@eager_jit
 @full_precision
 def projected_forward_dynamics(lm, q, yd, tau, f_ext=None):
     """Independent accelerations ``ydd`` (ny,) by projection onto the constraint manifold (book 11.3).
@@ -96,6 +102,7 @@ def projected_forward_dynamics(lm, q, yd, tau, f_ext=None):
     return jnp.linalg.solve(G.T @ M @ G, rhs)
 
 
+@eager_jit
 @full_precision
 def constraint_forces(lm, q, qd, qdd, tau, f_ext=None):
     """The multipliers ``lambda`` (nc,) that make a constrained motion ``qdd`` (nv,) satisfy the tree's equations
@@ -107,6 +114,7 @@ def constraint_forces(lm, q, qd, qdd, tau, f_ext=None):
     return jnp.linalg.solve(K @ K.T, K @ r)
 
 
+@eager_jit
 @full_precision
 def cut_joint_forces(lm, q, lam):
     """The constraint forces ``lambda`` (nc,) as what acts on the spanning tree: spatial forces ``f_cut``
@@ -149,6 +157,7 @@ def cut_joint_forces(lm, q, lam):
     return f_cut, tau_c
 
 
+@eager_jit
 @full_precision
 def body_forces(lm, q, qd, qdd, tau, f_ext=None):
     """Inter-body forces of the closed system ``(f (nb, 6), f_cut (nb, 6))``: the spatial force across each

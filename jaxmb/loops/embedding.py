@@ -16,9 +16,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb.compilation import eager_jit
 from jaxmb.precision import full_precision
 
 
+@eager_jit
 @full_precision
 def constraint_residual(lm, q):
     """``phi(q)`` (nc,): every constraint's residual, stacked in the order they were given."""
@@ -41,6 +43,7 @@ def constrained_jacobian(lm, q):
     return jax.jacfwd(f)(x)
 
 
+@eager_jit
 @full_precision
 def constraint_jacobian(lm, q):
     """``K = dphi/dq`` (nc, nv); zero outside the loop clusters' coordinates."""
@@ -48,6 +51,7 @@ def constraint_jacobian(lm, q):
     return jnp.zeros((lm.nc, lm.nv), q.dtype).at[:, jnp.asarray(lm.c_index, int)].set(K_c)
 
 
+@eager_jit
 @full_precision
 def constraint_bias(lm, q, qd):
     """``k = -Kdot qd`` (nc,), the right side of ``K qdd = k``."""
@@ -88,6 +92,7 @@ def _cluster_maps(lm, q):
     return maps
 
 
+@eager_jit
 @full_precision
 def embedding(lm, q, yd) -> Embedding:
     """``G_S``, ``g_S`` of every loop cluster at configuration ``q`` (nq,) and independent velocity ``yd`` (ny,),
@@ -108,6 +113,7 @@ def embedding(lm, q, yd) -> Embedding:
     return Embedding(tuple(G for G, _ in maps), tuple(gs), qd)
 
 
+@eager_jit
 def dense_embedding(lm, emb: Embedding):
     """The whole ``G`` (nv, ny) of an `Embedding` (identity columns outside the loop clusters)."""
     G = jnp.zeros((lm.nv, lm.ny), emb.qd.dtype)
@@ -118,6 +124,7 @@ def dense_embedding(lm, emb: Embedding):
     return G
 
 
+@eager_jit
 @full_precision
 def lift_acceleration(lm, emb: Embedding, ydd):
     """``qdd = G ydd + g`` (nv,) of an `Embedding`."""
@@ -128,6 +135,7 @@ def lift_acceleration(lm, emb: Embedding, ydd):
     return qdd
 
 
+@eager_jit
 @full_precision
 def embedding_matrix(lm, q):
     """The whole ``G`` (nv, ny): ``qd = G yd`` (no velocity needed)."""
@@ -136,28 +144,33 @@ def embedding_matrix(lm, q):
     return dense_embedding(lm, Embedding(tuple(G for G, _ in maps), (), zero))
 
 
+@eager_jit
 @full_precision
 def spanning_velocity(lm, q, yd):
     """``qd = G yd`` (nv,)."""
     return embedding(lm, q, yd).qd
 
 
+@eager_jit
 @full_precision
 def spanning_acceleration(lm, q, yd, ydd):
     """``qdd = G ydd + g`` (nv,)."""
     return lift_acceleration(lm, embedding(lm, q, yd), ydd)
 
 
+@eager_jit
 def independent_velocity(lm, qd):
     """``yd = qd[y_v_index]`` (ny,) from a spanning velocity."""
     return qd[jnp.asarray(lm.y_v_index, int)]
 
 
+@eager_jit
 def independent_configuration(lm, q):
     """``y = q[y_q_index]`` from a spanning configuration."""
     return q[jnp.asarray(lm.y_q_index, int)]
 
 
+@eager_jit
 @full_precision
 def generalized_force(lm, q, tau):
     """``G* tau`` (ny,): the independent coordinates' forces from spanning-tree joint forces ``tau`` (nv,)

@@ -9,12 +9,14 @@ O(m N) for bounded clusters and no ``M_y`` is formed.
 import jax
 import jax.numpy as jnp
 
+from jaxmb.compilation import eager_jit
 from jaxmb.kinematics import jacobian
 from jaxmb.loops.articulated import forward_dynamics
 from jaxmb.loops.embedding import embedding_matrix
 from jaxmb.precision import full_precision
 
 
+@eager_jit(static_argnames=("frames", "reference"))
 @full_precision
 def task_jacobian(lm, q, frames, reference="local"):
     """``J_y = J G`` (6m, ny) of the named frames (bodies or frames of the tree), stacked in order."""
@@ -22,6 +24,7 @@ def task_jacobian(lm, q, frames, reference="local"):
     return J @ embedding_matrix(lm, q)
 
 
+@eager_jit(static_argnames=("frames", "reference"))
 @full_precision
 def operational_space_compliance(lm, q, frames, reference="local"):
     """``Lambda^-1 = J_y M_y^-1 J_y*`` (6m, 6m) at a consistent configuration ``q`` (nq,) (10.6)."""
@@ -32,6 +35,7 @@ def operational_space_compliance(lm, q, frames, reference="local"):
     return J_y @ Minv_Jt.T
 
 
+@eager_jit(static_argnames=("frames", "reference"))
 @full_precision
 def operational_space_inertia(lm, q, frames, reference="local"):
     """``Lambda = (J_y M_y^-1 J_y*)^-1`` (6m, 6m); singular where the frames cannot move independently."""

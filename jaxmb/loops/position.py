@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb.compilation import eager_jit
 from jaxmb.configuration import integrate as tree_integrate
 from jaxmb.configuration import neutral_configuration
 from jaxmb.loops.embedding import constraint_residual, spanning_velocity
@@ -33,6 +34,7 @@ def dependent_q_index(lm):
     return tuple(sorted(int(topo.q_offset[c.bodies[d]]) for c in lm.loop_clusters for d in c.dependent))
 
 
+@eager_jit(static_argnames=("iterations",))
 @full_precision
 def solve_configuration(lm, y, guess=None, iterations=10, tol=None) -> LoopConfiguration:
     """The spanning configuration whose independent coordinates are ``y`` (len(y_q_index),) and whose
@@ -67,6 +69,7 @@ def solve_configuration(lm, y, guess=None, iterations=10, tol=None) -> LoopConfi
     return LoopConfiguration(q, residual, residual < tol)
 
 
+@eager_jit(static_argnames=("iterations",))
 @full_precision
 def integrate(lm, q, yd, dt, iterations=4):
     """The consistent configuration reached from ``q`` moving at ``yd`` for ``dt``: the spanning tree's step on
