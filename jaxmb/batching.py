@@ -123,10 +123,10 @@ def _map_in_chunks(closed, axis_size, in_batched, leaves, batch_last=True):
     repeating its last state, mapped by `jax.lax.map`, each chunk computed with the batch last
     (`jaxmb.batch_last.vmap_batch_last`, chunks of at most `CHUNK_STATES` states, `CHUNK_STATES_FLOAT64` in
     float64) or, with ``batch_last=False``, by `jax.vmap` in chunks of `CHUNK_STATES_FIRST`, and cut back; other
-    backends get one `jax.vmap`. Every output is batched."""
+    backends, and an empty batch, get one `jax.vmap`. Every output is batched."""
     call = jax.extend.core.jaxpr_as_fun(closed)
     axes = [0 if b else None for b in in_batched]
-    if jax.default_backend() != "cpu":
+    if jax.default_backend() != "cpu" or axis_size == 0:
         return jax.vmap(call, in_axes=axes, axis_size=axis_size)(*leaves)
     k, chunk = _chunks(axis_size, _most_states(closed) if batch_last else CHUNK_STATES_FIRST)
     if batch_last:

@@ -265,3 +265,12 @@ def test_a_transpose_of_the_wrong_structure_is_named():
     r, x = jnp.ones(2), {"a": jnp.ones(2), "b": jnp.ones(3)}
     with pytest.raises(TypeError, match="the transpose returned"):
         jax.grad(lambda r, x: jnp.sum(bad(r, x)["y"]), argnums=1)(r, x)
+
+
+@pytest.mark.parametrize("name", DYNAMICS)
+def test_an_empty_batch_gives_empty_results_and_gradients(problem, name):
+    model, q, qd, x = (a[:0] if i else a for i, a in enumerate(problem))
+    batched = jax.vmap(lambda *a: DYNAMICS[name](model, *a))
+    gradients = jax.vmap(jax.grad(lambda *a: jnp.sum(DYNAMICS[name](model, *a)), argnums=(0, 1, 2)))
+    assert fast_jit(batched)(q, qd, x).shape == (0, model.nv)
+    assert [g.shape for g in fast_jit(gradients)(q, qd, x)] == [(0, model.nq), (0, model.nv), (0, model.nv)]
