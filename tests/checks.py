@@ -13,6 +13,18 @@ def assert_close(actual, expected, rtol, scale=None):
     assert err <= rtol * scale, f"max error {err:.3e} > {rtol:.1e} * scale {scale:.3e}"
 
 
+def equations(jaxpr):
+    """Every equation of ``jaxpr`` and of the jaxprs nested in its equations' parameters (scans, calls, rules)."""
+    from jax.extend.core import ClosedJaxpr, Jaxpr
+
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (tuple, list)) else (param,):
+                if isinstance(sub, (ClosedJaxpr, Jaxpr)):
+                    yield from equations(sub.jaxpr if isinstance(sub, ClosedJaxpr) else sub)
+
+
 # -- compiling test programs quickly --------------------------------------------------------------------------------
 #
 # For test programs whose run time does not matter: the same options as tests/pinocchio_bridge.py's

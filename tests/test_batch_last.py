@@ -12,6 +12,8 @@ from jaxmb.dynamics.articulated import articulated_body
 from jaxmb.dynamics.inverse import joint_forces
 from jaxmb.testing import random_model, random_state
 
+from checks import equations
+
 BATCH = 5
 
 
@@ -67,17 +69,10 @@ def test_sweeps_keep_the_batch_last_without_falling_back_to_vmap(problem, monkey
     for f in _sweeps(model).values():
         closed = jax.make_jaxpr(f)(*(s[0] for s in states))
         emitted = jax.make_jaxpr(vmap_batch_last(closed, [True] * 3, BATCH))(*states)
-        moves = [e for e in _equations(emitted.jaxpr) if e.primitive.name == "transpose"
+        moves = [e for e in equations(emitted.jaxpr) if e.primitive.name == "transpose"
                  and e.invars[0].aval.shape[-1] == BATCH
                  and e.params["permutation"][-1] != len(e.params["permutation"]) - 1]
         assert len(moves) <= len(closed.in_avals) + len(closed.out_avals)
-
-
-def _equations(jaxpr):
-    for e in jaxpr.eqns:
-        yield e
-        for sub in jax.extend.core.jaxprs_in_params(e.params):
-            yield from _equations(sub)
 
 
 @jax.jit

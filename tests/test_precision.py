@@ -9,27 +9,20 @@ dense matrices, its gradient, and the sweeps beside them bind no ``dot_general``
 import jax
 import jax.numpy as jnp
 import pytest
-from jax.extend.core import ClosedJaxpr, Jaxpr
 
 import jaxmb
 from jaxmb import loops
 from jaxmb.loops import mechanisms
 from jaxmb.testing import random_model, random_state
 
+from checks import equations
+
 HIGHEST = (jax.lax.Precision.HIGHEST, jax.lax.Precision.HIGHEST)
 
 
 def dot_precisions(jaxpr):
     """The ``precision`` of every ``dot_general`` in ``jaxpr`` and the jaxprs nested in its equations."""
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "dot_general":
-            yield eqn.params["precision"]
-        for param in eqn.params.values():
-            for sub in param if isinstance(param, (tuple, list)) else (param,):
-                if isinstance(sub, ClosedJaxpr):
-                    yield from dot_precisions(sub.jaxpr)
-                elif isinstance(sub, Jaxpr):
-                    yield from dot_precisions(sub)
+    return [e.params["precision"] for e in equations(jaxpr) if e.primitive.name == "dot_general"]
 
 
 def tree_calls():
