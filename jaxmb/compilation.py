@@ -9,7 +9,7 @@ global XLA flags; other backends ignore them.
 
 `eager_jit` decorates the public functions: called outside any JAX transformation (in a notebook, say), a function
 runs as one program compiled by `jit` and cached, instead of op by op, where each operation compiles a program of
-its own (talos' forward dynamics: 19 s to the first result and 0.4 s a call op by op, 3 s and 0.6 ms compiled).
+its own (talos' forward dynamics: 19 s to the first result and 0.4 s a call op by op, 3 s and 0.7 ms compiled).
 Inside ``jax.jit``, ``vmap``, ``grad`` or ``scan`` it is the function as written, so the caller's program is the
 same with or without it.
 """
