@@ -1,6 +1,7 @@
 """The comparison every test module uses: max absolute error relative to the magnitude of the expected value."""
 
 import numpy as np
+from jax.extend.core import ClosedJaxpr, Jaxpr
 
 
 def assert_close(actual, expected, rtol, scale=None):
@@ -15,8 +16,6 @@ def assert_close(actual, expected, rtol, scale=None):
 
 def equations(jaxpr):
     """Every equation of ``jaxpr`` and of the jaxprs nested in its equations' parameters (scans, calls, rules)."""
-    from jax.extend.core import ClosedJaxpr, Jaxpr
-
     for eqn in jaxpr.eqns:
         yield eqn
         for param in eqn.params.values():

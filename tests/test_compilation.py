@@ -12,7 +12,7 @@ import pytest
 
 import jaxmb
 import jaxmb.loops
-from jaxmb.compilation import CPU_COMPILER_OPTIONS, eager_jit, supported_options
+from jaxmb.compilation import CPU_COMPILER_OPTIONS, _outside_transformations, eager_jit, supported_options
 from jaxmb.testing import random_model, random_state
 
 MODEL_QUERIES = {"total_mass", "neutral_configuration"}  # functions of the model alone: nothing to compile
@@ -53,6 +53,21 @@ def test_callers_compiler_options_win(monkeypatch):
     jaxmb.jit(abs, compiler_options=own | {"xla_cpu_enable_fast_math": False})
     jaxmb.jit(abs)
     assert seen == [own | {"xla_cpu_enable_fast_math": False}, CPU_COMPILER_OPTIONS]
+
+
+def test_installed_jax_tells_whether_it_is_tracing():
+    """If a JAX release drops the private name `eager_jit` reads, eager calls silently run op by op again: this
+    test is what notices."""
+    assert _outside_transformations()
+    inside = []
+
+    def record(x):
+        inside.append(_outside_transformations())
+        return x
+
+    for transformation, x in ((jax.jit, 1.0), (jax.vmap, np.ones(2)), (jax.grad, 1.0)):
+        transformation(record)(x)
+    assert inside == [False, False, False]
 
 
 @pytest.fixture(scope="module")

@@ -79,11 +79,11 @@ CALLS = tree_calls() | loop_calls()
 
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_every_dot_product_is_at_full_precision(name):
-    precisions = list(dot_precisions(jax.make_jaxpr(CALLS[name])().jaxpr))
+    precisions = dot_precisions(jax.make_jaxpr(CALLS[name])().jaxpr)
     assert all(p == HIGHEST for p in precisions), f"{name}: {precisions.count(None)} products at default precision"
 
 
 def test_the_check_sees_a_default_precision_product():
     """The walk finds a product at default precision, nested in a jit (so the passing tests above can fail)."""
     jaxpr = jax.make_jaxpr(jax.jit(lambda A: A @ A))(jnp.eye(3)).jaxpr
-    assert list(dot_precisions(jaxpr)) == [None]
+    assert dot_precisions(jaxpr) == [None]
