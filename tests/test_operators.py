@@ -17,6 +17,7 @@ import pytest
 import checks
 import jaxmb
 from jaxmb.dynamics.articulated import solve_log_det
+from jaxmb.dynamics.factorization import _common_ancestor_terms
 from jaxmb.testing import random_model, random_state
 
 RTOL = 1e-10
@@ -227,6 +228,22 @@ def test_7_18_mass_matrix_inverse_three_ways(name):
         assert_close(out["M_inv"], M_inv, scale=scale)
         assert_close(out["M_inv_columns"], M_inv, scale=scale)
         assert_close(out["M_inv"], out["M_inv"].T, scale=scale)
+
+
+def test_7_18_mass_matrix_inverse_of_a_bushy_tree_sums_over_common_ancestors_only():
+    """On a bushy tree with multi-coordinate joints, M^-1(a, b) sums L^-1(k, a) [D^-1 L^-1](k, b) over the
+    coordinates k common to the ancestors of a and b (gathered terms, not the dense product): it equals the dense
+    L^-* D^-1 L^-1 and inverts M."""
+    model = random_model(1, n_bodies=14, joint_mix="mixed", branching=1.0)
+    assert _common_ancestor_terms(model.topology) is not None
+    assert {"spherical", "planar"} <= set(model.topology.kinds)
+    q = random_state(model, jax.random.PRNGKey(5))[0]
+    M, M_inv, L_inv, (_, D) = jax.tree.map(np.asarray, checks.fast_jit(lambda q: (
+        jaxmb.mass_matrix(model, q), jaxmb.mass_matrix_inverse(model, q), jaxmb.innovations_factor_inverse(model, q),
+        jaxmb.innovations_factors(model, q)))(q))
+    scale = np.abs(M_inv).max()
+    assert_close(M_inv, L_inv.T @ np.linalg.solve(D, L_inv), scale=scale)
+    assert_close(M_inv @ M, np.eye(model.nv), scale=scale * np.abs(M).max())
 
 
 @pytest.mark.parametrize("name", ALL)
