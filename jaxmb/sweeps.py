@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.rows import sum_rows, take_rows
-from jaxmb.spatial import dot, mv, phi
+from jaxmb.spatial import dot, phi
 from jaxmb.topology import Topology
 
 
@@ -221,8 +221,8 @@ def ancestor_walk(topo: Topology, X, H, F, G=None):
         F (nv, 6): column j as a force-like 6-vector in the coordinates of its own body k.
         G (nv, 6) or None: the Kalman gains by coordinate (`ArticulatedBody.G`). The edge operator is
             ``phi(parent, m)`` (None) or, after the first step, ``psi(parent, m) = phi(parent, m) tau_bar(m)``,
-            with ``tau_bar(m) F = F - G(m) H(m) F`` (6.16) as a sum over the coordinates of m:
-            12 numbers a column read and multiplied instead of the 36 of ``tau_bar(m)``.
+            with ``tau_bar(m) F = F - G(m) H(m) F`` (6.16) summed over the coordinates of m: for a one-coordinate
+            joint, 12 numbers read per column instead of the 36 of ``tau_bar(m)``.
     Returns:
         the entries, in the order indexed by ``topo.ancestor_index`` (or ``topo.mass_matrix_index`` mirrored).
     """

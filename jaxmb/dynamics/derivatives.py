@@ -128,6 +128,19 @@ def _subtree_step(children, I_k, B_k, f_k):
     return total, total
 
 
+PAIR_PIECE = 128
+"""`_pair_dots` gathers this many (row, column) pairs at a time."""
+
+
+def _pair_dots(a, rows, b, cols):
+    """``dot(a[rows], b[cols])`` over the last axis, (pairs, ...), gathered `PAIR_PIECE` pairs at a time. XLA
+    materializes the gathered rows: talos' 582 pairs below the diagonal at once, in batch-last chunks of 128
+    float32 states, are 11 MB, out of the cache, and Newton-Euler's derivatives took 43 us/state instead of 27
+    (pieces of 256 pairs: 42-51 us; of 64: 29-33; benchmarks/README.md, "Derivatives")."""
+    return jnp.concatenate([dot(take_rows(a, rows[s : s + PAIR_PIECE]), take_rows(b, cols[s : s + PAIR_PIECE]))
+                            for s in range(0, len(rows), PAIR_PIECE)])
+
+
 @full_precision
 def _inverse_dynamics_derivatives(model, q, qd, qdd, f_ext):
     topo = model.topology
@@ -159,12 +172,10 @@ def _inverse_dynamics_derivatives(model, q, qd, qdd, f_ext):
     n_above, rows, cols, index = _pairs(topo)
     ra, ca, rb, cb = rows[:n_above], cols[:n_above], rows[n_above:], cols[n_above:]
     # row i, column j: S_i . [dF_q, dF_qd, Y]_j where body i is a strict ancestor of body j, and
-    # [Y_i, Z_i] . [(w, u), (dA, S), (S, 0)]_j where it is in j's subtree; one gather per side and operand
-    col_above = take_rows(jnp.stack([dF_q, dF_qd, Y], 1), ca)  # (pairs, 3, 6)
-    col_below = take_rows(jnp.stack([jnp.concatenate(c, -1) for c in ((w, u), (dA, S), (S, jnp.zeros_like(S)))],
-                                    1), cb)  # (pairs, 3, 12)
-    above = dot(take_rows(S, ra)[:, None], col_above)
-    below = dot(take_rows(jnp.concatenate([Y, Z], -1), rb)[:, None], col_below)
+    # [Y_i, Z_i] . [(w, u), (dA, S), (S, 0)]_j where it is in j's subtree
+    above = _pair_dots(S[:, None], ra, jnp.stack([dF_q, dF_qd, Y], 1), ca)
+    below = _pair_dots(jnp.concatenate([Y, Z], -1)[:, None], rb,
+                       jnp.stack([jnp.concatenate(c, -1) for c in ((w, u), (dA, S), (S, jnp.zeros_like(S)))], 1), cb)
     values = jnp.concatenate([above, below, jnp.zeros((1, 3), dtype)])[index]  # (nv, nv, 3), as in `mass_matrix`
     dtau_dq, dtau_dqd, M = values[..., 0], values[..., 1], values[..., 2] + jnp.diag(model.armature)
     tau = dot(S, Fc_j) + model.armature * qdd

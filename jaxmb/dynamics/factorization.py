@@ -87,7 +87,7 @@ def mass_matrix_inverse(model, q):
 
 def mass_matrix_inverse_from(model, q, ab):
     """`mass_matrix_inverse` from the quantities ``ab`` of an articulated-body sweep at ``q`` (any ``qd``, ``tau``:
-    ``G``, ``D`` and ``tau_bar`` depend on ``q`` alone)."""
+    ``G`` and ``D`` depend on ``q`` alone)."""
     L_inv = _inverse_factor(model, q, ab)
     return _common_ancestor_product(model.topology, L_inv, _block_rows_solve(model.topology, ab.D, L_inv))
 
