@@ -113,21 +113,18 @@ def _common_ancestor_product(topology, A, B):
     for two limbs of a fixed base): for talos 9 770 products where the dense product makes 125 000, and a batch of
     50x50 products costs XLA's CPU as much as the rest of ``M^-1``. The upper entries with the same number of
     terms form a group: a gather of their terms and a sum of slices; the groups' values are then mirrored into
-    the matrix. Fewer, padded groups ran 3-4x slower. Gathers cost more than the products they save on small
+    the matrix. Fewer, padded groups ran 3-5x slower. Gathers cost more than the products they save on small
     trees and chains, which take the dense product (`SPARSITY`)."""
-    groups = _common_ancestor_terms(topology)
-    if groups is None:
+    terms = _common_ancestor_terms(topology)
+    if terms is None:
         return A.T @ B
+    groups, index = terms
     A, B = A.reshape(-1), B.reshape(-1)
-    values, position = [], []
-    for entries, ka, kb in groups:
-        terms = take_rows(A, ka.reshape(-1)).reshape(ka.shape) * take_rows(B, kb.reshape(-1)).reshape(kb.shape)
-        sums = [terms[:, t] for t in range(ka.shape[1])]
-        values.append(reduce(jnp.add, sums) if sums else jnp.zeros(len(entries), A.dtype))  # 0: unrelated
-        position.append(entries)
-    a, b = np.triu_indices(topology.nv)
-    index = np.empty((topology.nv, topology.nv), int)
-    index[a, b] = index[b, a] = np.argsort(np.concatenate(position))
+    values = []
+    for ka, kb in groups:
+        products = take_rows(A, ka.reshape(-1)).reshape(ka.shape) * take_rows(B, kb.reshape(-1)).reshape(kb.shape)
+        sums = [products[:, t] for t in range(ka.shape[1])]
+        values.append(reduce(jnp.add, sums) if sums else jnp.zeros(len(ka), A.dtype))  # 0: unrelated
     return jnp.concatenate(values)[index]
 
 
@@ -138,9 +135,10 @@ SPARSITY = 8
 
 @cache
 def _common_ancestor_terms(topology):
-    """The static terms of `_common_ancestor_product` per group of upper entries (a <= b) with ``c`` terms:
-    ``(entries, ka, kb)``, the entries' positions in ``np.triu_indices(nv)`` and the flat indices ``k nv + a``
-    and ``k nv + b`` of their terms, both (entries, c). None where the terms are too many (`SPARSITY`)."""
+    """The static terms of `_common_ancestor_product`: ``groups``, per group of upper entries (a <= b) with ``c``
+    terms ``(ka, kb)``, the flat indices ``k nv + a`` and ``k nv + b`` of their terms, both (entries, c); and
+    ``index`` (nv, nv), where entry (a, b) and its mirror sit in the groups' concatenated values. None where the
+    terms are too many (`SPARSITY`). Once per topology."""
     nv = topology.nv
     ancestors = topology.support[topology.dof_body]  # (nv, nv): coordinate k moves coordinate a's body
     a, b = np.triu_indices(nv)
@@ -148,12 +146,15 @@ def _common_ancestor_terms(topology):
     counts = common.sum(1)
     if SPARSITY * counts.sum() > nv**3:
         return None
-    groups = []
+    groups, position = [], []
     for c in np.unique(counts):
         entries = np.flatnonzero(counts == c)
         k = np.stack([np.flatnonzero(common[e]) for e in entries])
-        groups.append((entries, k * nv + a[entries, None], k * nv + b[entries, None]))
-    return groups
+        groups.append((k * nv + a[entries, None], k * nv + b[entries, None]))
+        position.append(entries)
+    index = np.empty((nv, nv), int)
+    index[a, b] = index[b, a] = np.argsort(np.concatenate(position))
+    return groups, index
 
 
 @eager_jit
