@@ -39,11 +39,6 @@ CHUNK_STATES_FLOAT64 = 32
 Newton-Euler ran 5-35 % faster in float64 in chunks of 32 than of 128 (and of 64) states (benchmarks/README.md,
 "Batch last in float64")."""
 
-CHUNK_STATES_FIRST = 512
-"""The most states in one chunk of a function batched with the batch first (``batch_last=False``): Newton-Euler,
-whose batch-first loops ran faster than batch-last ones, in float64 2x faster, and best in chunks of 512."""
-
-
 def _with_states(args, batched, states):
     """``args`` with each entry flagged in ``batched`` replaced, in order, by the next of ``states``."""
     states = iter(states)
@@ -117,36 +112,32 @@ def _most_states(closed):
     return CHUNK_STATES_FLOAT64 if any(a.dtype == jnp.float64 for a in closed.out_avals) else CHUNK_STATES
 
 
-def _map_in_chunks(closed, axis_size, in_batched, leaves, batch_last=True):
+def _map_in_chunks(closed, axis_size, in_batched, leaves):
     """The closed jaxpr ``closed`` of one state over a batch of ``axis_size`` states, the leaves flagged in
     ``in_batched`` carrying it as their leading axis. On the CPU the batch is padded to equal chunks (`_chunks`) by
     repeating its last state, mapped by `jax.lax.map`, each chunk computed with the batch last
     (`jaxmb.batch_last.vmap_batch_last`, chunks of at most `CHUNK_STATES` states, `CHUNK_STATES_FLOAT64` in
-    float64) or, with ``batch_last=False``, by `jax.vmap` in chunks of `CHUNK_STATES_FIRST`, and cut back; other
-    backends, and an empty batch, get one `jax.vmap`. Every output is batched."""
+    float64), and cut back; other backends, and an empty batch, get one `jax.vmap`. Every output is batched."""
     call = jax.extend.core.jaxpr_as_fun(closed)
     axes = [0 if b else None for b in in_batched]
     if jax.default_backend() != "cpu" or axis_size == 0:
         return jax.vmap(call, in_axes=axes, axis_size=axis_size)(*leaves)
-    k, chunk = _chunks(axis_size, _most_states(closed) if batch_last else CHUNK_STATES_FIRST)
-    if batch_last:
-        one = vmap_batch_last(closed, in_batched, chunk)
-    else:
-        one = jax.vmap(call, in_axes=axes, axis_size=chunk)
+    k, chunk = _chunks(axis_size, _most_states(closed))
+    one = vmap_batch_last(closed, in_batched, chunk, moved=k > 1)
     if k == 1:
         return one(*leaves)
     pad = k * chunk - axis_size  # copies of the last state, cut off below
     mapped = [x for x, b in zip(leaves, in_batched) if b]
     mapped = [jnp.concatenate([x, jnp.repeat(x[-1:], pad, 0)]) if pad else x for x in mapped]
     mapped = [x.reshape((k, chunk) + x.shape[1:]) for x in mapped]
+    mapped = [jnp.moveaxis(x, 1, -1) for x in mapped]  # batch last: once for the whole batch, not per chunk
     ys = jax.lax.map(lambda states: one(*_with_states(leaves, in_batched, states)), mapped)
     return [y.reshape((k * chunk,) + y.shape[2:])[:axis_size] for y in ys]
 
 
-def vmap_in_cpu_chunks(fun, batch_last=True):
+def vmap_in_cpu_chunks(fun):
     """``fun`` (of one state) with a `jax.custom_batching.custom_vmap` rule: `_map_in_chunks`, so on the CPU a batch
-    is computed a chunk of states at a time, with the batch last unless ``batch_last=False``, and other backends
-    get plain `jax.vmap`.
+    is computed a chunk of states at a time, with the batch last, and other backends get plain `jax.vmap`.
 
     ``fun`` is traced once per call, to a jaxpr that both the unbatched call and the rule evaluate. A
     ``custom_vmap`` function has no reverse mode: use this inside a `jax.custom_jvp` (`in_cpu_chunks`).
@@ -165,7 +156,7 @@ def vmap_in_cpu_chunks(fun, batch_last=True):
         def rule(axis_size, in_batched, *leaves):
             if not any(in_batched):  # the JVP of a batched call whose primals are not batched
                 return call(*leaves), [False] * len(closed.out_avals)
-            y = _map_in_chunks(closed, axis_size, in_batched, leaves, batch_last)
+            y = _map_in_chunks(closed, axis_size, in_batched, leaves)
             return y, [True] * len(y)
 
         return jax.tree.unflatten(jax.tree.structure(out_shape), chunked(*leaves))
@@ -173,18 +164,18 @@ def vmap_in_cpu_chunks(fun, batch_last=True):
     return functools.wraps(fun)(batched_in_chunks)
 
 
-def in_cpu_chunks(fun, batch_last=True, vjp=None):
+def in_cpu_chunks(fun, vjp=None):
     """`vmap_in_cpu_chunks` of ``fun``, differentiable: a `jax.custom_jvp` whose tangent is the JVP of ``fun``
     itself, over the arguments whose tangents are not symbolic zeros, bound as a `linear_in_cpu_chunks` map whose
     transpose is the VJP of ``fun``. So derivatives, in any mode and order, are exactly those of ``fun``, and
-    `jax.vmap` batches them in chunks too, with the batch last (``batch_last`` applies to ``fun`` itself).
+    `jax.vmap` batches them in chunks too, with the batch last.
 
     Args:
         vjp: ``vjp(primals, live, ct) -> [cotangent, ...]``, the cotangents of the leaves ``live`` of the flattened
             ``primals`` (the arguments of ``fun``) for the output cotangent ``ct``, in place of `jax.vjp` of ``fun``
             (a hand-written adjoint, itself differentiable).
     """
-    chunked = vmap_in_cpu_chunks(fun, batch_last)
+    chunked = vmap_in_cpu_chunks(fun)
     f = jax.custom_jvp(chunked)
 
     def f_jvp(primals, tangents):

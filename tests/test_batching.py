@@ -78,10 +78,9 @@ DYNAMICS = {"forward": jaxmb.forward_dynamics, "inverse": jaxmb.inverse_dynamics
 
 @pytest.fixture
 def chunks_of_three(monkeypatch):
-    """A batch of `BATCH` states is computed in three chunks of 3 states, the last two padded, batch first or last."""
+    """A batch of `BATCH` states is computed in three chunks of 3 states, the last two padded."""
     monkeypatch.setattr(batching, "CHUNK_STATES", 3)
     monkeypatch.setattr(batching, "CHUNK_STATES_FLOAT64", 3)
-    monkeypatch.setattr(batching, "CHUNK_STATES_FIRST", 3)
     assert batching._chunks(BATCH) == (3, 3)
 
 
@@ -147,7 +146,6 @@ def test_small_batches_and_other_backends_are_one_vmap_gradients_too(problem, mo
         assert "scan" not in str(jax.make_jaxpr(f)(q, qd, x))
     monkeypatch.setattr(batching, "CHUNK_STATES", 1)
     monkeypatch.setattr(batching, "CHUNK_STATES_FLOAT64", 1)
-    monkeypatch.setattr(batching, "CHUNK_STATES_FIRST", 1)
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     for f in (batched, gradients):
         assert "scan" not in str(jax.make_jaxpr(f)(q, qd, x))
@@ -188,9 +186,12 @@ def test_derivatives_through_chunked_batches_equal_those_of_one_vmap(problem, mo
     want = derivatives()
     monkeypatch.setattr(batching, "CHUNK_STATES", 1)
     monkeypatch.setattr(batching, "CHUNK_STATES_FLOAT64", 1)
-    monkeypatch.setattr(batching, "CHUNK_STATES_FIRST", 1)
     got = derivatives()
-    jax.tree.map(lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12), got, want)
+    # Summed over the batch in other chunks, other fusions and FMA contractions, an entry that cancels terms of the
+    # leaf's size differs by rounding of that size: 1e-14 of the largest entry (a gradient in the 3-body model's
+    # parameters: 6e-12 on an entry of -4.75 among entries of 7e3).
+    jax.tree.map(lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-12, atol=max(1e-12, 1e-14 * np.abs(w).max(
+        initial=0))), got, want)
 
 
 @pytest.mark.parametrize("name", DYNAMICS)
