@@ -187,9 +187,9 @@ def test_derivatives_through_chunked_batches_equal_those_of_one_vmap(problem, mo
     monkeypatch.setattr(batching, "CHUNK_STATES", 1)
     monkeypatch.setattr(batching, "CHUNK_STATES_FLOAT64", 1)
     got = derivatives()
-    # Summed over the batch in other chunks, other fusions and FMA contractions, an entry that cancels terms of the
-    # leaf's size differs by rounding of that size: 1e-14 of the largest entry (a gradient in the 3-body model's
-    # parameters: 6e-12 on an entry of -4.75 among entries of 7e3).
+    # Computed in other chunks, hence other fusions and FMA contractions, an entry that cancels terms of the leaf's
+    # size differs by rounding of that size: 1e-14 of the largest entry (the gradient in q, 7 states x 12
+    # coordinates: 6e-12 on an entry of -4.75, where the leaf's entries reach 7e3: 1e-15 of them).
     jax.tree.map(lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-12, atol=max(1e-12, 1e-14 * np.abs(w).max(
         initial=0))), got, want)
 
