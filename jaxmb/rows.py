@@ -18,7 +18,7 @@ Lowering, per backend (measured on talos, float32; benchmarks/README.md):
 * CPU: `sum_rows` gathers the rows with the same number c of summands as one block, cut into (m, c, ...) and
   summed over c (`_sum_by_count_impl`): a block per summand count, not per rank, so nothing is padded. XLA's CPU
   backend runs a scatter as a loop over its indices, several kernels per index: the talos ABA ran 50 such
-  iterations per chunk for ``H* qd`` alone, the 128-body binary tree 127, and both ran 2-10 % faster without them.
+  iterations per chunk for ``H* qd`` alone, the 128-body binary tree 127, and both ran 1-9 % faster without them.
   `take_rows` is always a gather, never a slice: a gather writes its rows first, which is the layout that
   `lax.scan` wants for its inputs. Slices there cost 25 %.
 """
