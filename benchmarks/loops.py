@@ -182,8 +182,8 @@ def main():
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
     batch = args.batch or (4 if args.tiny else 256 if args.quick else 1024)
-    chain_sizes = [1] if args.tiny else [1, 2, 4, 6, 8, 10]
-    loop_sizes = [4] if args.tiny else [4, 6, 8, 12] if args.quick else [4, 6, 8, 12, 16]
+    chain_sizes = [1] if args.tiny else [1, 2, 4, 8] if args.quick else [1, 2, 4, 6, 8, 10]
+    loop_sizes = [4] if args.tiny else [4, 6, 8] if args.quick else [4, 6, 8, 12, 16]
     mech_names = list(MECHANISMS)[:1] if args.tiny else list(MECHANISMS)
     result = {"machine": machine(), "batch": batch, "dtype": "float64", "mechanisms": [], "chains": [],
               "loop_sizes": []}

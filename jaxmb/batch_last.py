@@ -18,10 +18,14 @@ The interpreter walks the jaxpr once and emits each equation for batch-last oper
   stays last inside chain segments;
 * any other primitive goes through `jax.vmap` with the batch moved last again (`gather` on ``q``, for example).
 
-An equation none of whose operands depends on the batch is emitted once, unbatched. Derivatives of the result are
-those of the operations emitted, and the same as of ``jax.vmap`` of the jaxpr.
+An equation none of whose operands depends on the batch is emitted once, unbatched, and one that no output
+depends on is not emitted (`_live`). What an equation becomes carries its source line and name scope
+(`_source_of`), so XLA dumps and profiles of a batch-last program name jaxmb's lines (benchmarks/README.md, "Where
+the compile time goes"). Derivatives of the result are those of the operations emitted, and the same as of
+``jax.vmap`` of the jaxpr.
 """
 
+import contextlib
 import functools
 
 import jax
@@ -30,6 +34,15 @@ import numpy as np
 from jax import lax
 from jax.extend import core
 from jax.interpreters import batching
+
+try:
+    from jax._src import source_info_util as _source_info
+except ImportError:  # a JAX without it: what the interpreter emits is named after the interpreter
+    _source_info = None
+try:
+    from jax._src.interpreters.partial_eval import dce_jaxpr as _dce_jaxpr
+except ImportError:  # a JAX without it: dead equations are emitted too, and XLA removes them
+    _dce_jaxpr = None
 
 _ELEMENTWISE_BATCHERS = ("broadcast_batcher", "vectorized_batcher")
 
@@ -223,6 +236,15 @@ def _scan(vals, batched, size, params):
     return list(carry) + list(ys), flags
 
 
+def _source_of(eqn):
+    """The context in which what ``eqn`` becomes is emitted under its own source line and name scope, as
+    `jax.core.eval_jaxpr` does: XLA dumps and profiles then name jaxmb's lines instead of this interpreter's."""
+    if _source_info is None:
+        return contextlib.nullcontext()
+    name_stack = _source_info.current_name_stack() + eqn.source_info.name_stack
+    return _source_info.user_context(eqn.source_info.traceback, name_stack=name_stack)
+
+
 def _interpret(closed, vals, batched, size):
     """``(outs, outs_batched)`` of the closed jaxpr ``closed`` at ``vals``, batched ones with the batch last."""
     jaxpr = closed.jaxpr
@@ -237,14 +259,26 @@ def _interpret(closed, vals, batched, size):
         env[var] = (x, b)
     for eqn in jaxpr.eqns:
         ins, ins_b = zip(*map(read, eqn.invars)) if eqn.invars else ((), ())
-        if any(ins_b):
-            outs, outs_b = _rule(eqn, list(ins), list(ins_b), size)
-        else:
-            outs = _listed(eqn.primitive, eqn.primitive.bind(*ins, **eqn.params))
-            outs_b = [False] * len(outs)
+        with _source_of(eqn):
+            if any(ins_b):
+                outs, outs_b = _rule(eqn, list(ins), list(ins_b), size)
+            else:
+                outs = _listed(eqn.primitive, eqn.primitive.bind(*ins, **eqn.params))
+                outs_b = [False] * len(outs)
         for var, out, b in zip(eqn.outvars, outs, outs_b):
             env[var] = (out, b)
     return [read(v)[0] for v in jaxpr.outvars], [read(v)[1] for v in jaxpr.outvars]
+
+
+def _live(closed):
+    """``closed`` without the equations that no output depends on, in scan bodies too: the articulated-body sweep
+    of `jaxmb.dynamics.articulated`, say, computes factors that forward dynamics does not return. XLA would remove
+    what they become, but only after they were interpreted, traced and lowered (benchmarks/README.md, "Where the
+    compile time goes")."""
+    if _dce_jaxpr is None:
+        return closed
+    jaxpr, _ = _dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars), instantiate=True)
+    return core.ClosedJaxpr(jaxpr, closed.consts)
 
 
 def vmap_batch_last(closed, in_batched, axis_size, moved=False):
@@ -258,6 +292,8 @@ def vmap_batch_last(closed, in_batched, axis_size, moved=False):
     Returns:
         a function of the arguments returning the list of outputs, every one with the batch as its leading axis.
     """
+
+    closed = _live(closed)
 
     def batched(*args):
         if not moved:

@@ -147,3 +147,39 @@ def test_sines_computed_once_equal_those_of_vmap_bit_for_bit(dtype):
     divisions = [e for e in equations(emitted.jaxpr) if e.primitive.name == "div"]
     transcendentals = [e for e in closed.jaxpr.eqns if e.primitive.name in batch_last._RECOMPUTED]
     assert len(divisions) == (len(transcendentals) if dtype == jnp.float32 else 0) and len(transcendentals) == 5
+
+
+def _scoped_step(x):
+    with jax.named_scope("scoped_step"):
+        y = jnp.sin(x) * x
+    return jax.lax.scan(lambda c, _: (jnp.cos(c) * c, None), y, None, length=2)[0]
+
+
+def test_emitted_operations_carry_the_source_line_and_scope_of_the_one_state_ones():
+    """XLA dumps and profiles of a batch-last program name jaxmb's lines (`batch_last._source_of`), in scan bodies
+    too, rather than the interpreter's."""
+    from jax._src import source_info_util
+
+    x = jnp.ones((BATCH, 3), jnp.float64)
+    closed = jax.make_jaxpr(_scoped_step)(x[0])
+    emitted = jax.make_jaxpr(vmap_batch_last(closed, [True], BATCH))(x)
+    ops = [e for e in equations(emitted.jaxpr) if e.primitive.name in ("sin", "cos", "mul")]
+    assert [e.primitive.name for e in ops] == ["sin", "mul", "cos", "mul"]
+    for i, e in enumerate(ops):
+        assert source_info_util.summarize(e.source_info).split(":")[0] == __file__
+        assert ("scoped_step" in str(e.source_info.name_stack)) == (i < 2)
+
+
+def _with_dead_ends(x):
+    unused = jnp.exp(x)  # noqa: F841  (an output of no one)
+    c, ys = jax.lax.scan(lambda c, _: (c * 2.0, (jnp.tanh(c), jnp.log1p(c * c))), x, None, length=3)
+    return c, ys[1]
+
+
+def test_equations_that_no_output_depends_on_are_not_emitted():
+    x = jnp.linspace(0.1, 1.0, BATCH * 3).reshape(BATCH, 3)
+    closed = jax.make_jaxpr(_with_dead_ends)(x[0])
+    emitted = jax.make_jaxpr(vmap_batch_last(closed, [True], BATCH))(x)
+    names = {e.primitive.name for e in equations(emitted.jaxpr)}
+    assert {"scan", "log1p"} <= names and not names & {"exp", "tanh"}
+    _assert_equal(vmap_batch_last(closed, [True], BATCH)(x), jax.vmap(_with_dead_ends)(x))
