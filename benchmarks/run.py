@@ -1,6 +1,6 @@
 """The whole benchmark suite in one command: every script, one results file, the README table regenerated.
 
-    python benchmarks/run.py --quick                 # about 13 minutes on the 2-core CPU (loops.py: 6)
+    python benchmarks/run.py --quick                 # 7.5 minutes on the 2-core CPU (loops.py: 3)
     python benchmarks/run.py --device gpu --large    # on a GPU machine: the full grids, batches up to 262144
     python benchmarks/run.py --tiny                  # seconds; proves the entry point works (run by the tests)
     python benchmarks/run.py --device gpu --quick --only loops,derivatives   # part of a suite, merged into the day's file
