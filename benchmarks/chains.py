@@ -10,20 +10,20 @@ chain segments of `jaxmb.sweeps` (the default) and, up to ``--per-level-max`` bo
 compiled on its own (``SEGMENT_COST = 0``, the schedule before chain segments); for chains,
 jit(vmap(forward_dynamics_dc)) on the same model and states, and its ratio to the level-schedule ABA; Pinocchio's
 all-core ``abaInParallel`` and single-call loop on the same model (built from the jaxmb model's parameters), and the
-ratio.
+ratio; with more than one core, also jaxmb with the batch split over one CPU device per core
+(``jaxmb.sharded_vmap``), against the same ``abaInParallel``.
 Writes ``benchmarks/results/chains-<backend>-<cores>core.json`` and a plot beside it.
 """
 
 import argparse
 import os
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import jaxmb.topology
-from common import best_time, compile_time, machine, save
+from common import best_time, compile_time, loop_call, machine, save, sharded_versus, versus
 from jaxmb.testing import random_model, random_state
 
 
@@ -35,9 +35,9 @@ def _states(model, batch):
     return jax.vmap(lambda k: random_state(model, k))(jax.random.split(jax.random.PRNGKey(0), batch))
 
 
-def jaxmb_figures(parents, batch, segment_cost=None):
-    """(states/s, compile s, model) of jit(vmap(forward_dynamics)) on a random revolute model of the given
-    shape."""
+def jaxmb_call(parents, batch, segment_cost=None):
+    """``((fn, args, batch), compile s, model)``: jit(vmap(forward_dynamics)) compiled on a random revolute model of
+    the given shape, with its states, as `common.versus` takes a call."""
     default = jaxmb.topology.SEGMENT_COST
     if segment_cost is not None:
         jaxmb.topology.SEGMENT_COST = segment_cost
@@ -45,23 +45,24 @@ def jaxmb_figures(parents, batch, segment_cost=None):
         model = random_model(0, n_bodies=len(parents), joint_mix="revolute", parents=parents).cast(jnp.float32)
     finally:
         jaxmb.topology.SEGMENT_COST = default
-    return (*_figures(jaxmb.forward_dynamics, model, batch), model)
+    return (*_compiled(jaxmb.forward_dynamics, model, batch), model)
 
 
-def _figures(algorithm, model, batch):
-    q, qd, tau = _states(model, batch)
+def _compiled(algorithm, model, batch):
+    args = _states(model, batch)
     f = jaxmb.jit(jax.vmap(lambda q, qd, tau: algorithm(model, q, qd, tau)))
-    seconds, compiled = compile_time(f, q, qd, tau)
-    return batch / best_time(compiled, q, qd, tau), seconds
+    seconds, compiled = compile_time(f, *args)
+    return (compiled, args, batch), seconds
 
 
-def dc_figures(model, batch):
-    """(states/s, compile s) of jit(vmap(forward_dynamics_dc)) on the chain ``model``."""
-    return _figures(jaxmb.forward_dynamics_dc, model, batch)
+def states_per_s(call):
+    fn, args, states = call
+    return states / best_time(fn, *args)
 
 
-def pinocchio_figures(model, batch, loop_states=256):
-    """(parallel states/s, loop states/s) of Pinocchio's ABA on the same tree, or (None, None)."""
+def pinocchio_calls(model, batch, loop_states=256):
+    """``(parallel, loop)``: Pinocchio's all-core abaInParallel on ``batch`` states and its single-call loop on
+    ``loop_states``, on the same tree, as `common.versus` takes calls; (None, None) without Pinocchio."""
     try:
         import pinocchio as pin
     except ImportError:
@@ -79,14 +80,11 @@ def pinocchio_figures(model, batch, loop_states=256):
     rng = np.random.default_rng(0)
     q, v, tau = (rng.standard_normal((pm.nq, batch)) for _ in range(3))
     pool = pin.ModelPool(pm, os.cpu_count())
-    out = np.zeros((pm.nv, batch))
-    parallel = batch / best_time(lambda: pin.abaInParallel(os.cpu_count(), pool, q, v, tau, out))
+    parallel = (pin.abaInParallel, (os.cpu_count(), pool, q, v, tau, np.zeros((pm.nv, batch))), batch)
     pd = pm.createData()
     loop_states = min(loop_states, batch)
-    t0 = time.perf_counter()
-    for i in range(loop_states):
-        pin.aba(pm, pd, q[:, i], v[:, i], tau[:, i])
-    return parallel, loop_states / (time.perf_counter() - t0)
+    loop = (loop_call(lambda i: pin.aba(pm, pd, q[:, i], v[:, i], tau[:, i]), loop_states), (), loop_states)
+    return parallel, loop
 
 
 def plot(rows, path):
@@ -127,27 +125,41 @@ def main():
     ap.add_argument("--per-level-max", type=int, default=32, help="largest n also compiled one level at a time")
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
+    jaxmb.use_cpu_cores()  # one CPU device per core, for the figures sharded over them (before any JAX operation)
     sizes = args.sizes or ([8, 32, 128] if args.quick else [8, 16, 32, 64, 128])
     rows = []
     for n in sizes:
         for shape, parents in shapes(n).items():
-            rate, seconds, model = jaxmb_figures(parents, args.batch)
+            ours, seconds, model = jaxmb_call(parents, args.batch)
+            parallel, loop = pinocchio_calls(model, args.batch)
+            if parallel is None:
+                rate, peer, ratio = states_per_s(ours), None, None
+            else:
+                t, t_peer, ratio = versus(ours, parallel)
+                rate, peer = 1 / t, 1 / t_peer
             row = {"shape": shape, "bodies": n, "depth": len(model.topology.levels),
                    "segments": len(model.topology.segments), "batch": args.batch, "states_per_s": rate,
-                   "compile_s": seconds}
+                   "compile_s": seconds, "pinocchio_parallel_states_per_s": peer, "ratio_vs_pinocchio": ratio,
+                   "pinocchio_loop_states_per_s": None if loop is None else states_per_s(loop)}
+            if len(jax.devices()) > 1:
+                t_sharded, row["sharded_ratio_vs_pinocchio"] = sharded_versus(
+                    lambda q, qd, tau: jaxmb.forward_dynamics(model, q, qd, tau), ours[1], args.batch, parallel,
+                    len(jax.devices()))
+                row.update(devices=len(jax.devices()), sharded_states_per_s=1 / t_sharded)
             if shape == "chain":
-                row["dc_states_per_s"], row["dc_compile_s"] = dc_figures(model, args.batch)
+                dc, row["dc_compile_s"] = _compiled(jaxmb.forward_dynamics_dc, model, args.batch)
+                row["dc_states_per_s"] = states_per_s(dc)
                 row["dc_vs_level_schedule"] = row["dc_states_per_s"] / rate
             if n <= args.per_level_max:
-                row["per_level_states_per_s"], row["per_level_compile_s"], _ = jaxmb_figures(parents, args.batch, 0)
-            row["pinocchio_parallel_states_per_s"], row["pinocchio_loop_states_per_s"] = pinocchio_figures(
-                model, args.batch)
-            peer = row["pinocchio_parallel_states_per_s"]
-            row["ratio_vs_pinocchio"] = rate / peer if peer else None
+                per_level, row["per_level_compile_s"], _ = jaxmb_call(parents, args.batch, 0)
+                row["per_level_states_per_s"] = states_per_s(per_level)
             rows.append(row)
             old = (f"  one level at a time: {row['per_level_compile_s']:5.1f} s, "
                    f"{1e6 / row['per_level_states_per_s']:6.2f} us" if "per_level_compile_s" in row else "")
             ratio = f"  {row['ratio_vs_pinocchio']:.2f}x Pinocchio parallel" if peer else ""
+            if "devices" in row:
+                ratio += (f"  sharded over {row['devices']} devices: {1e6 / row['sharded_states_per_s']:6.2f} us"
+                          + (f", {row['sharded_ratio_vs_pinocchio']:.2f}x" if peer else ""))
             dc = (f"  divide and conquer: {1e6 / row['dc_states_per_s']:6.2f} us, compile {row['dc_compile_s']:5.1f} s,"
                   f" {row['dc_vs_level_schedule']:.2f}x the level schedule" if "dc_states_per_s" in row else "")
             print(f"{shape:12s} n={n:4d} depth={row['depth']:4d} segments={row['segments']:3d}  "

@@ -57,12 +57,37 @@ def best_time(fn, *args, min_total=0.3, max_reps=20):
 
 def alternating_best_times(*calls, rounds=3):
     """Best wall times of each ``(fn, args)`` of ``calls``, measured in alternating rounds of `best_time`, so that
-    their ratios compare calls made in the same state of the process (its memory and the machine's load): glibc
-    may keep or return a call's scratch memory depending on what ran before."""
+    their ratios compare calls made in the same state of the machine (benchmarks/README.md, "Two speeds for one
+    program")."""
     best = [float("inf")] * len(calls)
     for _ in range(rounds):
         best = [min(t, best_time(fn, *args)) for t, (fn, args) in zip(best, calls)]
     return best
+
+
+def versus(ours, peer, rounds=5, min_total=0.2):
+    """``(ours_s, peer_s, ratio)``: per-state seconds of ``ours`` and ``peer``, each ``(fn, args, states)`` (one
+    call of ``fn(*args)`` computes ``states`` states), and our throughput over the peer's.
+
+    The two calls are timed in ``rounds`` alternating rounds, each the `best_time` of a few repeats, and each
+    figure is the best over the rounds. This machine has slow periods, seconds to a minute long, in which XLA's
+    programs run at half speed and Pinocchio's do not (benchmarks/README.md, "Two speeds for one machine"); rounds
+    spread over a few seconds give each call a chance of an undisturbed round."""
+    (f, f_args, n), (g, g_args, m) = ours, peer
+    t = u = float("inf")
+    for _ in range(rounds):
+        t = min(t, best_time(f, *f_args, min_total=min_total) / n)
+        u = min(u, best_time(g, *g_args, min_total=min_total) / m)
+    return t, u, u / t
+
+
+def loop_call(call, n):
+    """A function making the single calls ``call(0), ..., call(n - 1)``: a peer's loop over ``n`` states, timed as one
+    call (`versus`)."""
+    def loop():
+        for i in range(n):
+            call(i)
+    return loop
 
 
 def page_faults(fn, *args, calls=5):
@@ -147,10 +172,30 @@ def robot_grid_arguments(description, batch):
     return args, robots, dtypes
 
 
-def time_state_functions(name, dtype, batch, functions):
+def sharded_versus(fn, args, states, peer, peer_cores):
+    """``(per-state s, ratio)`` of ``jaxmb.jit(jaxmb.sharded_vmap(fn))`` over the devices against ``peer`` (as `versus`
+    takes it; None: timed alone, ratio None), a peer running on ``peer_cores`` cores: a single-call loop (1) is
+    credited with every core of the machine at once, its throughput times the number of devices (ideal scaling).
+    The states ``args`` are split over the devices beforehand (`jaxmb.split_batch`, where they divide evenly), as a
+    rollout keeps them and as Pinocchio's threads find theirs."""
+    import jaxmb
+
+    if states % len(jax.devices()) == 0:
+        args = jaxmb.split_batch(args)
+    sharded = (jaxmb.jit(jaxmb.sharded_vmap(fn)), args, states)
+    if peer is None:
+        return best_time(*sharded[:2]) / states, None
+    t, _, ratio = versus(sharded, peer)
+    return t, ratio * peer_cores / len(jax.devices())
+
+
+def time_state_functions(name, dtype, batch, functions, peers=None, sharded=None):
     """Per-state seconds and compile seconds of ``jaxmb.jit(vmap(f))`` for each ``f(q, qd, x)`` of
     ``functions(model)``, at ``batch`` random states of robot ``name`` (free base): ``{name: {per_state_s,
-    compile_s}}``."""
+    compile_s}}``. Functions named in ``peers`` (``{name: (fn, args, states)}``, a peer's call as `versus` takes
+    it) are timed against that call, and their rows add the peer's ``peer_per_state_s`` and ``ratio_vs_peer``.
+    Those also named in ``sharded`` (``{name: the cores its peer runs on}``) are, with more than one device, timed
+    split over the devices too (`sharded_versus`: ``sharded_per_state_s``, ``sharded_ratio_vs_peer``)."""
     import jaxmb
 
     if np.dtype(dtype) == np.float64:
@@ -163,11 +208,22 @@ def time_state_functions(name, dtype, batch, functions):
     rows = {}
     for fname, f in functions(model).items():
         seconds, compiled = compile_time(jaxmb.jit(jax.vmap(f)), q, qd, x)
-        rows[fname] = {"per_state_s": best_time(compiled, q, qd, x) / batch, "compile_s": seconds}
+        if fname in (peers or {}):
+            t, t_peer, ratio = versus((compiled, (q, qd, x), batch), peers[fname])
+            rows[fname] = {"per_state_s": t, "compile_s": seconds, "peer_per_state_s": t_peer, "ratio_vs_peer": ratio}
+            if len(jax.devices()) > 1 and fname in (sharded or {}):
+                t_sharded, sharded_ratio = sharded_versus(f, (q, qd, x), batch, peers[fname], sharded[fname])
+                rows[fname].update(devices=len(jax.devices()), sharded_per_state_s=t_sharded,
+                                   sharded_ratio_vs_peer=sharded_ratio)
+        else:
+            rows[fname] = {"per_state_s": best_time(compiled, q, qd, x) / batch, "compile_s": seconds}
     return rows
 
 
 def print_state_row(dtype, fname, row, note):
     """One line of a `time_state_functions` result: precision, function, us/state, compile time, a note."""
+    sharded = "" if "devices" not in row else (
+        f"; sharded over {row['devices']} devices: {row['sharded_per_state_s'] * 1e6:.2f} us/state"
+        + ("" if row["sharded_ratio_vs_peer"] is None else f", x{row['sharded_ratio_vs_peer']:.3f}"))
     print(f"  {np.dtype(dtype).name:7s} {fname:18s} {row['per_state_s'] * 1e6:9.2f} us/state, compile "
-          f"{row['compile_s']:5.2f} s, {note}")
+          f"{row['compile_s']:5.2f} s, {note}{sharded}")

@@ -15,14 +15,11 @@ Per robot and precision, jaxmb's jit(vmap(f)) per-state time and compile time of
 Writes ``benchmarks/results/derivatives-<backend>-<cores>core.json``.
 """
 
-import time
-
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 import jaxmb
-from common import (machine, pinocchio_states, print_state_row, robot_grid_arguments, robot_path, save,
+from common import (loop_call, machine, pinocchio_states, print_state_row, robot_grid_arguments, robot_path, save,
                     time_state_functions)
 
 
@@ -47,7 +44,8 @@ def functions(model):
 
 
 def pinocchio_peer(name, loop_states=256):
-    """Pinocchio's single-call seconds per state, or None if it is not installed."""
+    """Pinocchio's single-call loops that our functions are timed against, as `common.versus` takes them:
+    ``{function: (fn, args, states)}``; None if Pinocchio is not installed."""
     try:
         import pinocchio as pin
     except ImportError:
@@ -56,44 +54,37 @@ def pinocchio_peer(name, loop_states=256):
     pm = pin.buildModelFromUrdf(robot_path(name), pin.JointModelFreeFlyer())
     pd = pm.createData()
     q, v, x = pinocchio_states(pm, loop_states)
-    calls = {"rnea": pin.rnea, "rnea_derivatives": pin.computeRNEADerivatives, "aba": pin.aba,
-             "aba_derivatives": pin.computeABADerivatives}
-    out = {}
-    for key, call in calls.items():
-        best = np.inf
-        for _ in range(3):
-            t0 = time.perf_counter()
-            for i in range(loop_states):
-                call(pm, pd, q[:, i], v[:, i], x[:, i])
-            best = min(best, (time.perf_counter() - t0) / loop_states)
-        out[key] = best
-    return out
+
+    def loop(call):
+        return loop_call(lambda i: call(pm, pd, q[:, i], v[:, i], x[:, i]), loop_states), (), loop_states
+
+    return {"rnea": loop(pin.rnea), "rnea_derivatives": loop(pin.computeRNEADerivatives),
+            "rnea_jacfwd": loop(pin.computeRNEADerivatives), "aba": loop(pin.aba),
+            "aba_derivatives": loop(pin.computeABADerivatives), "aba_jacfwd": loop(pin.computeABADerivatives)}
+
+
+PEER_NAMES = {"rnea": "rnea", "rnea_derivatives": "computeRNEADerivatives", "rnea_jacfwd": "computeRNEADerivatives",
+              "aba": "aba", "aba_derivatives": "computeABADerivatives", "aba_jacfwd": "computeABADerivatives"}
 
 
 def main():
     args, robots, dtypes = robot_grid_arguments(__doc__.split("\n\n")[0], 256)
     results = {"machine": machine(), "batch": args.batch, "robots": {}}
-    peers = {"rnea_derivatives": "rnea_derivatives", "rnea_jacfwd": "rnea_derivatives",
-             "aba_derivatives": "aba_derivatives", "aba_jacfwd": "aba_derivatives"}
     for name in robots:
-        peer = pinocchio_peer(name)
-        if peer is None:
-            print(f"\n{name} (free base): Pinocchio not installed")
-        else:
-            print(f"\n{name} (free base), Pinocchio single calls: rnea {peer['rnea'] * 1e6:.2f} us, "
-                  f"computeRNEADerivatives {peer['rnea_derivatives'] * 1e6:.2f} us, aba {peer['aba'] * 1e6:.2f} us, "
-                  f"computeABADerivatives {peer['aba_derivatives'] * 1e6:.2f} us")
-        results["robots"][name] = {"pinocchio": peer}
+        peers = pinocchio_peer(name)
+        print(f"\n{name} (free base)" + (": Pinocchio not installed" if peers is None else ""))
+        results["robots"][name] = {}
         for dtype in dtypes:
-            rows = time_state_functions(name, dtype, args.batch, functions)
+            rows = time_state_functions(name, dtype, args.batch, functions, peers)
             results["robots"][name][jnp.dtype(dtype).name] = rows
             for fname, r in rows.items():
                 t = r["per_state_s"]
                 base = rows["rnea" if fname.startswith("rnea") else "aba"]["per_state_s"]
                 notes = [] if fname in ("rnea", "aba") else [f"{t / base:.1f}x the {fname.split('_')[0].upper()}"]
-                if peer is not None:
-                    notes.append(f"x{peer[peers.get(fname, fname)] / t:.3f} of Pinocchio's single call")
-                print_state_row(dtype, fname, r, ', '.join(notes))
+                if "ratio_vs_peer" in r:
+                    notes.append(f"x{r['ratio_vs_peer']:.3f} of Pinocchio's single {PEER_NAMES[fname]} "
+                                 f"({r['peer_per_state_s'] * 1e6:.2f} us)")
+                print_state_row(dtype, fname, r, ", ".join(notes))
     if not args.no_save:
         print("saved", save("derivatives", results))
 

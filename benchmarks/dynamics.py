@@ -8,7 +8,10 @@ Pinocchio measured in the same run.
 For each robot, algorithm, precision and batch: jaxmb's jit(vmap(f)) states/s and compile time; Pinocchio's
 all-core ``abaInParallel``/``rneaInParallel`` (no parallel CRBA exists: its single-call loop is the peer) and
 its single-call Python loop; the ratio jaxmb / Pinocchio-parallel; the scratch memory of one call and the minor
-page faults it takes. Batches larger than ``--chunk`` (default 1024) are also measured mapped in chunks,
+page faults it takes. With more than one core, each figure is also measured with the batch split over one CPU
+device per core, ``jaxmb.sharded_vmap(f)`` (`jaxmb.use_cpu_cores`), as Pinocchio's parallel calls split theirs over
+threads; the CRBA's peer for it is Pinocchio's single-call loop as if it ran on every core at once (its throughput
+times the cores). Batches larger than ``--chunk`` (default 1024) are also measured mapped in chunks,
 ``jaxmb.chunked_vmap(f, chunk_size=chunk)``, each chunk one ``vmap`` (benchmarks/README.md, "Scratch memory").
 Also the cost of ``grad(sum(forward_dynamics))`` (w.r.t. q, qd, tau) relative to the forward call, both ways. Writes
 ``benchmarks/results/dynamics-<backend>-<cores>core.json`` (after each robot and precision, so a run cut short
@@ -18,15 +21,14 @@ measured.
 
 import argparse
 import os
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import jaxmb
-from common import (alternating_best_times, best_time, compile_time, load, machine, page_faults, pinocchio_states,
-                    robot_path, save, temp_bytes)
+from common import (alternating_best_times, best_time, compile_time, load, loop_call, machine, page_faults,
+                    pinocchio_states, robot_path, save, sharded_versus, temp_bytes, versus)
 
 ALGORITHMS = {
     "aba": lambda m: lambda q, qd, x: jaxmb.forward_dynamics(m, q, qd, x),
@@ -48,8 +50,9 @@ def jaxmb_states(model, batch, dtype, seed=0):
 
 
 def pinocchio_peer(name, batches, loop_states=256):
-    """Per-state seconds of Pinocchio: all-core parallel ABA/RNEA per batch, and single-call loops; None if
-    Pinocchio is not installed."""
+    """Pinocchio's calls, as `common.versus` takes them: ``{"threads": n, "loop": {alg: call}, "parallel": {alg:
+    {batch: call}}}``, the single-call loops of ABA, RNEA and CRBA and the all-core abaInParallel/rneaInParallel per
+    batch; None if Pinocchio is not installed."""
     try:
         import pinocchio as pin
     except ImportError:
@@ -60,42 +63,30 @@ def pinocchio_peer(name, batches, loop_states=256):
     threads = os.cpu_count()
     pool = pin.ModelPool(pm, threads)
     q, v, x = pinocchio_states(pm, loop_states)
-    loop = {}
-    for alg, call in (("aba", lambda i: pin.aba(pm, pd, q[:, i], v[:, i], x[:, i])),
-                      ("rnea", lambda i: pin.rnea(pm, pd, q[:, i], v[:, i], x[:, i])),
-                      ("crba", lambda i: pin.crba(pm, pd, q[:, i]))):
-        t0 = time.perf_counter()
-        for i in range(loop_states):
-            call(i)
-        loop[alg] = (time.perf_counter() - t0) / loop_states
+    loop = {alg: (loop_call(call, loop_states), (), loop_states)
+            for alg, call in (("aba", lambda i: pin.aba(pm, pd, q[:, i], v[:, i], x[:, i])),
+                              ("rnea", lambda i: pin.rnea(pm, pd, q[:, i], v[:, i], x[:, i])),
+                              ("crba", lambda i: pin.crba(pm, pd, q[:, i])))}
     parallel = {"aba": {}, "rnea": {}}
     for b in batches:
-        q, v, x = pinocchio_states(pm, b)
-        out = np.zeros((pm.nv, b))
-        for alg, fn in (("aba", pin.abaInParallel), ("rnea", pin.rneaInParallel)):
-            best = np.inf
-            for _ in range(3 if b >= 1024 else 20):
-                t0 = time.perf_counter()
-                fn(threads, pool, q, v, x, out)
-                best = min(best, time.perf_counter() - t0)
-            parallel[alg][b] = best / b
-    return {"threads": threads, "loop_s_per_state": loop, "parallel_s_per_state": parallel}
+        args = (threads, pool, *pinocchio_states(pm, b), np.zeros((pm.nv, b)))
+        parallel["aba"][b] = (pin.abaInParallel, args, b)
+        parallel["rnea"][b] = (pin.rneaInParallel, args, b)
+    return {"threads": threads, "loop": loop, "parallel": parallel}
 
 
 def run(robots, batches, dtypes, grad_batch, checkpoint=None, algorithms=tuple(ALGORITHMS), chunk=1024):
     """Rows of results; ``checkpoint(rows)`` is called after each robot and precision. Batches larger than
-    ``chunk`` are also measured mapped in chunks of ``chunk`` states (None or 0: not)."""
+    ``chunk`` are also measured mapped in chunks of ``chunk`` states (None or 0: not). Each figure is timed against
+    its peer (`common.versus`): all-core Pinocchio for ABA and RNEA, its single-call loop for CRBA."""
     rows = []
     for name in robots:
         peer = pinocchio_peer(name, batches)
-        if peer is None:
-            print(f"\n{name} (free base): Pinocchio not installed")
-        else:
-            print(f"\n{name} (free base): Pinocchio single call "
-                  + ", ".join(f"{a} {t * 1e6:.2f} us" for a, t in peer["loop_s_per_state"].items())
-                  + f"; {peer['threads']}-thread parallel at batch {batches[-1]}: "
-                  + ", ".join(f"{a} {peer['parallel_s_per_state'][a][batches[-1]] * 1e6:.2f} us/state"
-                              for a in ("aba", "rnea")))
+        loop_s = {} if peer is None else {alg: best_time(fn, *args) / n for alg, (fn, args, n) in peer["loop"].items()}
+        print(f"\n{name} (free base): " + ("Pinocchio not installed" if peer is None else
+                                           "Pinocchio single call " + ", ".join(f"{a} {t * 1e6:.2f} us"
+                                                                               for a, t in loop_s.items())
+                                           + f"; parallel on {peer['threads']} threads"))
         for dtype in dtypes:
             model = load(name, True, dtype)
             for alg in algorithms:
@@ -104,27 +95,41 @@ def run(robots, batches, dtypes, grad_batch, checkpoint=None, algorithms=tuple(A
                 for b in batches:
                     args = jaxmb_states(model, b, dtype)
                     t_compile, compiled = compile_time(f, *args)
-                    t = best_time(compiled, *args)
-                    par = None if peer is None else peer["parallel_s_per_state"].get(alg, {}).get(b)
-                    loop = None if peer is None else peer["loop_s_per_state"][alg]
-                    peer_t = par if par is not None else loop
+                    par = None if peer is None else peer["parallel"].get(alg, {}).get(b)
+                    if peer is None:
+                        t, t_peer, ratio = best_time(compiled, *args) / b, None, None
+                    else:
+                        t, t_peer, ratio = versus((compiled, args, b), par or peer["loop"][alg])
                     row = dict(robot=name, algorithm=alg, dtype=jnp.dtype(dtype).name, batch=b,
-                               states_per_s=b / t, compile_s=t_compile,
+                               states_per_s=1 / t, compile_s=t_compile,
                                temp_bytes=temp_bytes(compiled), page_faults_per_call=page_faults(compiled, *args),
-                               pinocchio_parallel_states_per_s=None if par is None else 1 / par,
-                               pinocchio_loop_states_per_s=None if loop is None else 1 / loop,
-                               ratio_vs_pinocchio=None if peer_t is None else (b / t) * peer_t)
+                               pinocchio_parallel_states_per_s=1 / t_peer if par else None,
+                               pinocchio_loop_states_per_s=1 / loop_s[alg] if loop_s else None,
+                               ratio_vs_pinocchio=ratio)
+                    if len(jax.devices()) > 1:
+                        t_sharded, sharded_ratio = sharded_versus(
+                            fn, args, b, None if peer is None else par or peer["loop"][alg],
+                            len(jax.devices()) if par else 1)
+                        row.update(devices=len(jax.devices()), sharded_states_per_s=1 / t_sharded,
+                                   sharded_ratio_vs_pinocchio=sharded_ratio)
                     if chunk and b > chunk:
-                        t_chunk = best_time(batched(fn, chunk), *args)
-                        row.update(chunk=chunk, chunked_states_per_s=b / t_chunk,
-                                   chunked_ratio_vs_pinocchio=None if peer_t is None else (b / t_chunk) * peer_t)
+                        chunked = (batched(fn, chunk), args, b)
+                        if peer is None:
+                            t_chunk, chunk_ratio = best_time(*chunked[:2]) / b, None
+                        else:
+                            t_chunk, _, chunk_ratio = versus(chunked, par or peer["loop"][alg])
+                        row.update(chunk=chunk, chunked_states_per_s=1 / t_chunk,
+                                   chunked_ratio_vs_pinocchio=chunk_ratio)
                     rows.append(row)
                     print(f"  {alg:5s} {row['dtype']:8s} batch {b:6d}: {row['states_per_s']:10.4g} states/s "
-                          f"({t / b * 1e6:8.3f} us/state), compile {t_compile:5.2f} s"
-                          + ("" if peer_t is None else f", x{row['ratio_vs_pinocchio']:.3f} of Pinocchio "
-                             f"{'parallel' if par else 'loop'}")
-                          + ("" if "chunk" not in row else f"; in chunks of {chunk}: {t_chunk / b * 1e6:.3f} us/state"
-                             + ("" if peer_t is None else f", x{row['chunked_ratio_vs_pinocchio']:.3f}"))
+                          f"({t * 1e6:8.3f} us/state), compile {t_compile:5.2f} s"
+                          + ("" if t_peer is None else f", x{ratio:.3f} of Pinocchio "
+                             f"{'parallel' if par else 'loop'} ({t_peer * 1e6:.3f} us/state)")
+                          + ("" if "devices" not in row else f"; sharded over {row['devices']} devices: "
+                             f"{t_sharded * 1e6:.3f} us/state"
+                             + ("" if sharded_ratio is None else f", x{sharded_ratio:.3f}"))
+                          + ("" if "chunk" not in row else f"; in chunks of {chunk}: {t_chunk * 1e6:.3f} us/state"
+                             + ("" if t_peer is None else f", x{row['chunked_ratio_vs_pinocchio']:.3f}"))
                           + ("" if row["temp_bytes"] is None else f"; scratch {row['temp_bytes'] / 1e6:.1f} MB")
                           + ("" if row["page_faults_per_call"] is None
                              else f", {row['page_faults_per_call']:.0f} page faults per call"))
@@ -142,6 +147,12 @@ def run(robots, batches, dtypes, grad_batch, checkpoint=None, algorithms=tuple(A
                 row.update(chunk=chunk, chunked_states_per_s=grad_batch / t_grad_chunk,
                            chunked_cost_vs_forward=t_grad_chunk / t_fwd_chunk)
                 line += f" ({row['chunked_cost_vs_forward']:.2f}x in chunks of {chunk})"
+            if len(jax.devices()) > 1:
+                t_fwd_sharded, t_grad_sharded = alternating_best_times(
+                    (jaxmb.jit(jaxmb.sharded_vmap(fwd_fn)), args), (jaxmb.jit(jaxmb.sharded_vmap(grad_fn)), args))
+                row.update(devices=len(jax.devices()), sharded_states_per_s=grad_batch / t_grad_sharded,
+                           sharded_cost_vs_forward=t_grad_sharded / t_fwd_sharded)
+                line += f" ({row['sharded_cost_vs_forward']:.2f}x sharded over {row['devices']} devices)"
             rows.append(row)
             print(line + f", compile {t_grad_compile:.2f} s")
             if checkpoint is not None:
@@ -180,6 +191,7 @@ def plot(rows, path):
 
 
 def main():
+    jaxmb.use_cpu_cores()  # one CPU device per core, for the figures sharded over them (before any JAX operation)
     jax.config.update("jax_enable_x64", True)  # float64 available; float32 runs use float32 models and states
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="talos only, batches 64 and 4096, float32")

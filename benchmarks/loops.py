@@ -16,7 +16,6 @@ Three tables, all jitted ``vmap`` over a batch of consistent states (float64, as
 """
 
 import argparse
-import time
 
 import jax
 import jax.numpy as jnp
@@ -25,7 +24,7 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 import jaxmb  # noqa: E402
-from common import alternating_best_times, best_time, compile_time, machine, save  # noqa: E402
+from common import alternating_best_times, best_time, compile_time, loop_call, machine, save, versus  # noqa: E402
 from jaxmb import joints, loops  # noqa: E402
 from jaxmb.loops import mechanisms  # noqa: E402
 from jaxmb.model import ModelBuilder  # noqa: E402
@@ -63,11 +62,17 @@ METHODS = {
 }
 
 
+def compiled_method(fn, args):
+    """``((fn, args, states), compile s)``: a jitted vmap of ``fn`` compiled for the batch ``args``, as
+    `common.versus` takes a call."""
+    seconds, compiled = compile_time(jaxmb.jit(jax.vmap(fn)), *args)
+    return (compiled, args, args[0].shape[0]), seconds
+
+
 def time_method(fn, args):
     """(us/state, compile s) of a jitted vmap of ``fn`` over the batch ``args``."""
-    jitted = jaxmb.jit(jax.vmap(fn))
-    seconds, compiled = compile_time(jitted, *args)
-    return 1e6 * best_time(compiled, *args) / args[0].shape[0], seconds
+    (compiled, args, states), seconds = compiled_method(fn, args)
+    return 1e6 * best_time(compiled, *args) / states, seconds
 
 
 def time_gradient(fn, args):
@@ -130,8 +135,8 @@ def pinocchio_tree(tree):
 
 
 def pinocchio_kkt(lm, q, yd, tau, n_states=200):
-    """us/state of Pinocchio's ``forwardDynamics(q, v, tau, K, -k)`` and its largest deviation from jaxmb's
-    spanning accelerations, or (None, None)."""
+    """Pinocchio's ``forwardDynamics(q, v, tau, K, -k)`` in a single-call loop over the first states, as
+    `common.versus` takes a call, and its largest deviation from jaxmb's spanning accelerations; or (None, None)."""
     peer = pinocchio_tree(lm.tree)
     if peer is None:
         return None, None
@@ -149,13 +154,9 @@ def pinocchio_kkt(lm, q, yd, tau, n_states=200):
     inputs = [jax.device_get(terms(q[i], yd[i], tau[i])) for i in range(n)]
     pin_args = [(to_pin_q(q[i]), P @ qd, P @ ts, K @ P.T, -k) for i, (qd, ts, K, k, _) in enumerate(inputs)]
     data = pm.createData()
-    t0 = time.perf_counter()
-    for args in pin_args:
-        pin.forwardDynamics(pm, data, *args, 0.0)
-    us = 1e6 * (time.perf_counter() - t0) / n
     err = max(float(np.abs(P.T @ pin.forwardDynamics(pm, data, *a, 0.0) - inp[4]).max() /
                     max(1.0, np.abs(inp[4]).max())) for a, inp in zip(pin_args[:20], inputs))
-    return us, err
+    return (loop_call(lambda i: pin.forwardDynamics(pm, data, *pin_args[i], 0.0), n), (), n), err
 
 
 def closed_polygon(L):
@@ -193,8 +194,14 @@ def main():
         lm = MECHANISMS[name](True)
         q, yd, tau = states(lm, mechanisms.reference_configuration(lm), batch)
         row = {"mechanism": name, "ny": lm.ny, "nv": lm.nv, "clusters": len(lm.loop_clusters)}
+        kkt, row["pinocchio_max_deviation"] = pinocchio_kkt(lm, q, yd, tau)
         for method, make in METHODS.items():
-            row[method], row[method + "_compile_s"] = time_method(make(lm), (q, yd, tau))
+            if method == "embedded" and kkt is not None:
+                embedded, row["embedded_compile_s"] = compiled_method(make(lm), (q, yd, tau))
+                t, t_peer, row["embedded_vs_pinocchio"] = versus(embedded, kkt)
+                row["embedded"], row["pinocchio_kkt"] = 1e6 * t, 1e6 * t_peer
+            else:
+                row[method], row[method + "_compile_s"] = time_method(make(lm), (q, yd, tau))
         row["embedded_grad"], row["embedded_grad_over_forward"], row["embedded_grad_compile_s"] = time_gradient(
             METHODS["embedded"](lm), (q, yd, tau))
         approx = MECHANISMS[name](False)
@@ -203,14 +210,11 @@ def main():
             row["armature"], row["armature_compile_s"] = time_method(
                 lambda y, yd, tau: jaxmb.forward_dynamics(approx, y, yd, tau), (y, yd, tau))
             row["exact_over_armature"] = row["embedded"] / row["armature"]
-        row["pinocchio_kkt"], row["pinocchio_max_deviation"] = pinocchio_kkt(lm, q, yd, tau)
-        if row["pinocchio_kkt"]:
-            row["embedded_vs_pinocchio"] = row["pinocchio_kkt"] / row["embedded"]
         result["mechanisms"].append(row)
         extra = (f"  armature {row['armature']:7.2f} us (exact costs {row['exact_over_armature']:.2f}x)"
                  if "armature" in row else "")
         pin_txt = (f"  Pinocchio KKT loop {row['pinocchio_kkt']:6.2f} us (embedded {row['embedded_vs_pinocchio']:.2f}x "
-                   f"its throughput; max rel. dev {row['pinocchio_max_deviation']:.1e})" if row["pinocchio_kkt"] else "")
+                   f"its throughput; max rel. dev {row['pinocchio_max_deviation']:.1e})" if kkt else "")
         print(f"  {name:24s} ny={lm.ny:3d}  embedded {row['embedded']:7.2f} ({row['embedded_compile_s']:4.1f} s)  "
               f"its gradient {row['embedded_grad']:7.2f} ({row['embedded_grad_over_forward']:.2f}x, "
               f"{row['embedded_grad_compile_s']:4.1f} s)  projected {row['projected']:7.2f}  "

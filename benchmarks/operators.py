@@ -9,6 +9,9 @@ Per robot and precision, jaxmb's jit(vmap(f)) per-state time and compile time of
   O(N) solves (`mass_matrix_inverse_times`), and ``jnp.linalg.inv(mass_matrix)``; the peer is Pinocchio's
   ``computeMinverse`` in a single-call loop (it has no parallel version);
 * ``M^-1 x`` in O(N) and the forward dynamics, against Pinocchio's ``abaInParallel`` (all cores);
+* with more than one core, the factors of ``M^-1`` and ``M^-1 x`` also with the batch split over one CPU device per
+  core (``jaxmb.sharded_vmap``), against ``abaInParallel`` and against ``computeMinverse``'s loop as if it ran on
+  every core at once;
 * inter-body forces by eq. 18 (`interbody_forces`) against forward dynamics alone, and against forward dynamics
   followed by a Newton-Euler force sweep (`body_forces`);
 * hybrid dynamics with a random mask against forward dynamics;
@@ -18,14 +21,13 @@ Writes ``benchmarks/results/operators-<backend>-<cores>core.json``.
 """
 
 import os
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import jaxmb
-from common import (machine, pinocchio_states, print_state_row, robot_grid_arguments, robot_path, save,
+from common import (loop_call, machine, pinocchio_states, print_state_row, robot_grid_arguments, robot_path, save,
                     time_state_functions)
 
 
@@ -50,7 +52,9 @@ def functions(model):
 
 
 def pinocchio_peer(name, batch, loop_states=256):
-    """Pinocchio's per-state seconds, or None if it is not installed."""
+    """Pinocchio's calls that our functions are timed against, as `common.versus` takes them: ``{function: (fn,
+    args, states)}`` (computeMinverse's single-call loop for the explicit inverses, abaInParallel on all cores for
+    ``M^-1 x`` and forward dynamics); None if Pinocchio is not installed."""
     try:
         import pinocchio as pin
     except ImportError:
@@ -59,49 +63,43 @@ def pinocchio_peer(name, batch, loop_states=256):
     pm = pin.buildModelFromUrdf(robot_path(name), pin.JointModelFreeFlyer())
     pd = pm.createData()
     q, v, x = pinocchio_states(pm, max(batch, loop_states))
-    t0 = time.perf_counter()
-    for i in range(loop_states):
-        pin.computeMinverse(pm, pd, q[:, i])
-    minv_loop = (time.perf_counter() - t0) / loop_states
+    minverse = (loop_call(lambda i: pin.computeMinverse(pm, pd, q[:, i]), loop_states), (), loop_states)
     pool = pin.ModelPool(pm, os.cpu_count())
     out = np.zeros((pm.nv, batch))
-    qb, vb, xb = q[:, :batch], v[:, :batch], x[:, :batch]
-    best = np.inf
-    for _ in range(5):
-        t0 = time.perf_counter()
-        pin.abaInParallel(os.cpu_count(), pool, qb, vb, xb, out)
-        best = min(best, time.perf_counter() - t0)
-    return {"computeMinverse_loop": minv_loop, "aba_parallel": best / batch}
+    aba = (pin.abaInParallel, (os.cpu_count(), pool, q[:, :batch], v[:, :batch], x[:, :batch], out), batch)
+    return {"minv_factors": minverse, "minv_columns": minverse, "minv_dense": minverse, "minv_times": aba,
+            "forward_dynamics": aba}
+
+
+PEER_NAMES = {"minv_factors": "computeMinverse", "minv_columns": "computeMinverse", "minv_dense": "computeMinverse",
+              "minv_times": "abaInParallel", "forward_dynamics": "abaInParallel"}
 
 
 def main():
+    jaxmb.use_cpu_cores()  # one CPU device per core, for the figures sharded over them (before any JAX operation)
     args, robots, dtypes = robot_grid_arguments(__doc__.split("\n\n")[0], 1024)
     results = {"machine": machine(), "batch": args.batch, "robots": {}}
     for name in robots:
-        peer = pinocchio_peer(name, args.batch)
-        if peer is None:
-            print(f"\n{name} (free base): Pinocchio not installed")
-        else:
-            print(f"\n{name} (free base): Pinocchio computeMinverse {peer['computeMinverse_loop'] * 1e6:.2f} us "
-                  f"(single call), abaInParallel {peer['aba_parallel'] * 1e6:.2f} us/state")
-        results["robots"][name] = {"pinocchio": peer}
+        peers = pinocchio_peer(name, args.batch)
+        print(f"\n{name} (free base)" + (": Pinocchio not installed" if peers is None else ""))
+        results["robots"][name] = {}
         for dtype in dtypes:
-            rows = time_state_functions(name, dtype, args.batch, functions)
+            rows = time_state_functions(name, dtype, args.batch, functions, peers,
+                                        sharded={"minv_factors": 1, "minv_times": os.cpu_count()})
             results["robots"][name][jnp.dtype(dtype).name] = rows
             fd = rows["forward_dynamics"]["per_state_s"]
             for fname, r in rows.items():
                 t = r["per_state_s"]
-                if peer is None and (fname.startswith("minv_") or fname == "forward_dynamics"):
-                    peer_note = ""
-                elif fname.startswith("minv_") and fname != "minv_times":
-                    peer_note = f"x{peer['computeMinverse_loop'] / t:.3f} of Pinocchio computeMinverse"
-                elif fname in ("forward_dynamics", "minv_times"):
-                    peer_note = f"x{peer['aba_parallel'] / t:.3f} of Pinocchio abaInParallel"
+                if "ratio_vs_peer" in r:
+                    note = (f"x{r['ratio_vs_peer']:.3f} of Pinocchio {PEER_NAMES[fname]} "
+                            f"({r['peer_per_state_s'] * 1e6:.2f} us/state)")
+                elif fname in PEER_NAMES:
+                    note = ""
                 elif fname == "grad_log_det":
-                    peer_note = f"{t / rows['log_det']['per_state_s']:.2f}x the log det"
+                    note = f"{t / rows['log_det']['per_state_s']:.2f}x the log det"
                 else:
-                    peer_note = f"{t / fd:.2f}x forward dynamics"
-                print_state_row(dtype, fname, r, peer_note)
+                    note = f"{t / fd:.2f}x forward dynamics"
+                print_state_row(dtype, fname, r, note)
     if not args.no_save:
         print("saved", save("operators", results))
 

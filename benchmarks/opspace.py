@@ -8,12 +8,13 @@ Per number of frames: jaxmb's `operational_space_compliance` (two column sweeps 
 sweep, O(N x 6m)) as jit(vmap) per-state time and compile time; a dense JAX route (frame Jacobians, CRBA mass
 matrix, Cholesky solve) in the same jit(vmap); Pinocchio's ``computeDelassusMatrix`` (6-D rigid constraints at
 the frames: the same matrix) and ``computeMinverse`` + ``getFrameJacobian`` + numpy products, each in a
-single-call loop (Pinocchio has no parallel version of either). Writes
+single-call loop (Pinocchio has no parallel version of either); with more than one core, also the sweeps with
+the batch split over one CPU device per core (``jaxmb.sharded_vmap``), against the Delassus loop as if it ran on
+every core at once. Writes
 ``benchmarks/results/opspace-<backend>-<cores>core.json`` and a plot beside it.
 """
 
 import argparse
-import time
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +22,8 @@ import numpy as np
 
 import jaxmb
 from jaxmb.precision import full_precision
-from common import best_time, compile_time, load, machine, pinocchio_states, robot_path, save
+from common import (best_time, compile_time, load, loop_call, machine, pinocchio_states, robot_path, save,
+                    sharded_versus, versus)
 
 ROBOT = "talos_full_v2"
 FRAMES = ("gripper_left_base_link", "gripper_right_base_link", "left_sole_link", "right_sole_link")
@@ -42,7 +44,8 @@ def jaxmb_functions(model, frames):
 
 
 def pinocchio_peer(frames, loop_states=200):
-    """Per-state seconds of Pinocchio's two routes for ``frames``, or None if it is not installed."""
+    """Pinocchio's two routes for ``frames`` as `common.versus` takes them, ``{route: (fn, args, states)}`` (single-call
+    loops), or None if Pinocchio is not installed."""
     try:
         import pinocchio as pin
     except ImportError:
@@ -72,16 +75,8 @@ def pinocchio_peer(frames, loop_states=200):
         return J @ Minv @ J.T
 
     assert np.allclose(delassus(0), minverse(0), rtol=1e-8, atol=1e-8)
-    out = {}
-    for name, fn in (("delassus", delassus), ("minverse_jacobians", minverse)):
-        best = np.inf
-        for _ in range(3):
-            t0 = time.perf_counter()
-            for i in range(loop_states):
-                fn(i)
-            best = min(best, (time.perf_counter() - t0) / loop_states)
-        out[name] = best
-    return out
+    return {name: (loop_call(fn, loop_states), (), loop_states)
+            for name, fn in (("delassus", delassus), ("minverse_jacobians", minverse))}
 
 
 def run(dtypes, batch, counts=COUNTS):
@@ -89,24 +84,38 @@ def run(dtypes, batch, counts=COUNTS):
     for n in counts:
         frames = FRAMES[:n]
         peer = pinocchio_peer(frames)
-        peer_text = "Pinocchio not installed" if peer is None else (
-            f"Pinocchio computeDelassusMatrix {peer['delassus'] * 1e6:.1f} us, computeMinverse + Jacobians "
-            f"{peer['minverse_jacobians'] * 1e6:.1f} us (single call)")
-        print(f"\n{ROBOT} (free base), {n} frame(s) {frames}: {peer_text}")
+        minverse_s = None
+        if peer is not None:
+            fn, args, states = peer["minverse_jacobians"]
+            minverse_s = best_time(fn, *args) / states
+        print(f"\n{ROBOT} (free base), {n} frame(s) {frames}: " + (
+            "Pinocchio not installed" if peer is None else
+            f"Pinocchio computeMinverse + Jacobians {minverse_s * 1e6:.1f} us (single call)"))
         for dtype in dtypes:
             model = load(ROBOT, True, dtype)
             keys = jax.random.split(jax.random.PRNGKey(0), batch)
             q = jax.vmap(lambda k: jaxmb.random_configuration(model, k))(keys).astype(dtype)
             for route, fn in jaxmb_functions(model, frames).items():
                 t_compile, compiled = compile_time(jaxmb.jit(jax.vmap(fn)), q)
-                t = best_time(compiled, q) / batch
+                if peer is None:
+                    t, delassus_s, ratio = best_time(compiled, q) / batch, None, None
+                else:
+                    t, delassus_s, ratio = versus((compiled, (q,), batch), peer["delassus"])
                 row = dict(robot=ROBOT, frames=n, route=route, dtype=jnp.dtype(dtype).name, batch=batch,
-                           s_per_state=t, compile_s=t_compile,
-                           pinocchio_delassus_s=None if peer is None else peer["delassus"],
-                           pinocchio_minverse_jacobians_s=None if peer is None else peer["minverse_jacobians"])
+                           s_per_state=t, compile_s=t_compile, pinocchio_delassus_s=delassus_s,
+                           ratio_vs_pinocchio_delassus=ratio, pinocchio_minverse_jacobians_s=minverse_s)
+                if route == "sweeps" and len(jax.devices()) > 1:
+                    t_sharded, sharded_ratio = sharded_versus(fn, (q,), batch, peer and peer["delassus"], 1)
+                    row.update(devices=len(jax.devices()), sharded_s_per_state=t_sharded,
+                               sharded_ratio_vs_pinocchio_delassus=sharded_ratio)
                 rows.append(row)
-                ratio = "" if peer is None else f", x{peer['delassus'] / t:.3f} of Pinocchio's Delassus loop"
-                print(f"  {route:10s} {row['dtype']:8s}: {t * 1e6:8.2f} us/state, compile {t_compile:5.2f} s{ratio}")
+                versus_text = "" if peer is None else (f", x{ratio:.3f} of Pinocchio's Delassus loop "
+                                                       f"({delassus_s * 1e6:.1f} us)")
+                if "devices" in row:
+                    versus_text += (f"; sharded over {row['devices']} devices: {t_sharded * 1e6:.2f} us/state"
+                                    + ("" if peer is None else f", x{sharded_ratio:.3f} of the loop on every core"))
+                print(f"  {route:10s} {row['dtype']:8s}: {t * 1e6:8.2f} us/state, compile {t_compile:5.2f} s"
+                      + versus_text)
         sweeps = {r["dtype"]: r["s_per_state"] for r in rows if r["frames"] == n and r["route"] == "sweeps"}
         dense = {r["dtype"]: r["s_per_state"] for r in rows if r["frames"] == n and r["route"] == "dense_jax"}
         print("  sweeps / dense JAX time: " + ", ".join(f"{d} {sweeps[d] / dense[d]:.2f}" for d in sweeps))
@@ -125,10 +134,13 @@ def plot(rows, path):
             sel = [r for r in rows if r["route"] == route and r["dtype"] == dtype]
             ax.plot([r["frames"] for r in sel], [r["s_per_state"] * 1e6 for r in sel], "o-",
                     label=f"jaxmb {route} {dtype}")
-    sel = [r for r in rows if r["route"] == "sweeps" and r["pinocchio_delassus_s"]]
-    seen = sorted({(r["frames"], r["pinocchio_delassus_s"]) for r in sel})
-    if seen:
-        ax.plot([f for f, _ in seen], [t * 1e6 for _, t in seen], "k--", label="Pinocchio Delassus (1 thread)")
+    delassus = {}  # frames -> Pinocchio's best per-state seconds over the runs against each precision
+    for r in rows:
+        if r["route"] == "sweeps" and r["pinocchio_delassus_s"]:
+            delassus[r["frames"]] = min(delassus.get(r["frames"], np.inf), r["pinocchio_delassus_s"])
+    if delassus:
+        ax.plot(sorted(delassus), [delassus[f] * 1e6 for f in sorted(delassus)], "k--",
+                label="Pinocchio Delassus (1 thread)")
     ax.set_xlabel("task frames (6 rows each)")
     ax.set_ylabel("us per state")
     ax.set_xticks(COUNTS)
@@ -140,6 +152,7 @@ def plot(rows, path):
 
 
 def main():
+    jaxmb.use_cpu_cores()  # one CPU device per core, for the figures sharded over them (before any JAX operation)
     jax.config.update("jax_enable_x64", True)  # float64 available; float32 runs use float32 models and states
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="float32 only, batch 256")

@@ -1,6 +1,6 @@
 """The whole benchmark suite in one command: every script, one results file, the README table regenerated.
 
-    python benchmarks/run.py --quick                 # 7.5 minutes on the 2-core CPU (loops.py: 3)
+    python benchmarks/run.py --quick                 # 9.6 minutes on the 2-core CPU (loops.py: 3)
     python benchmarks/run.py --device gpu --large    # on a GPU machine: the full grids, batches up to 262144
     python benchmarks/run.py --tiny                  # seconds; proves the entry point works (run by the tests)
     python benchmarks/run.py --device gpu --quick --only loops,derivatives   # part of a suite, merged into the day's file
@@ -37,7 +37,8 @@ SCRIPTS = {
     "operators": {"tiny": ["--quick", "--batch", "4", "--robots", "panda"], "quick": ["--quick"], "full": []},
     "opspace": {"tiny": ["--quick", "--batch", "4", "--frames", "1"], "quick": ["--quick"], "full": []},
     "derivatives": {"tiny": ["--quick", "--batch", "4", "--robots", "panda"], "quick": ["--quick"], "full": []},
-    "chains": {"tiny": ["--sizes", "4", "--batch", "4", "--per-level-max", "4"], "quick": ["--quick"], "full": []},
+    "chains": {"tiny": ["--sizes", "4", "--batch", "4", "--per-level-max", "4"],
+               "quick": ["--quick", "--per-level-max", "8"], "full": []},
     "loops": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
     "mjx_peer": {"tiny": ["--batches", "4"], "quick": ["--batches", "1024", "4096"], "full": []},
     "jaxsim_peer": {"tiny": ["--batches", "4"], "quick": ["--batches", "1024", "4096"], "full": []},
@@ -116,73 +117,105 @@ def _dynamics_rows(res):
     for r in res.get("results", []):
         chunked = f" (in chunks of {r['chunk']}: {{}})" if "chunk" in r else ""
         if r["algorithm"] == "grad_aba":
+            sharded = (f"; {_fmt(r['sharded_cost_vs_forward'], 'x')} sharded over {r['devices']} devices"
+                       if "devices" in r else "")
             rows.append((f"grad(ABA) / ABA, {r['robot']} {r['dtype']} batch {r['batch']}",
-                         _fmt(r["cost_vs_forward"], "x") + chunked.format(_fmt(r.get("chunked_cost_vs_forward"), "x")),
-                         f"compile {r['compile_s']:.1f} s"))
+                         _fmt(r["cost_vs_forward"], "x") + chunked.format(_fmt(r.get("chunked_cost_vs_forward"), "x"))
+                         + sharded, f"compile {r['compile_s']:.1f} s"))
         elif r["batch"] == max(x["batch"] for x in res["results"] if x["algorithm"] == r["algorithm"]):
             peer = "Pinocchio parallel" if r["algorithm"] != "crba" else "Pinocchio loop"
             us = (f"{1e6 / r['states_per_s']:.3g} us/state"
                   + chunked.format(f"{1e6 / r['chunked_states_per_s']:.3g}" if chunked else ""))
-            rows.append((f"{r['algorithm'].upper()}, {r['robot']} {r['dtype']} batch {r['batch']}",
-                         f"{us}, compile {r['compile_s']:.1f} s",
+            figure = f"{r['algorithm'].upper()}, {r['robot']} {r['dtype']} batch {r['batch']}"
+            rows.append((figure, f"{us}, compile {r['compile_s']:.1f} s",
                          f"{_fmt(r['ratio_vs_pinocchio'], 'x')}"
                          + chunked.format(_fmt(r.get("chunked_ratio_vs_pinocchio"), "x")) + f" {peer}"))
+            if "devices" in r:
+                ideal = "" if r["algorithm"] != "crba" else f" on {r['devices']} cores (ideal scaling)"
+                rows.append((f"{figure}, `sharded_vmap` over {r['devices']} CPU devices",
+                             f"{1e6 / r['sharded_states_per_s']:.3g} us/state",
+                             f"{_fmt(r.get('sharded_ratio_vs_pinocchio'), 'x')} {peer}{ideal}"))
     return rows
+
+
+def _sharded_row(figure, devices, per_state_s, ratio, peer):
+    """The row of a figure measured with the batch split over the devices (`jaxmb.sharded_vmap`)."""
+    return (f"{figure}, `sharded_vmap` over {devices} CPU devices", f"{per_state_s * 1e6:.3g} us/state",
+            f"{_fmt(ratio, 'x')} {peer}")
 
 
 def _operators_rows(res):
     rows = []
     for robot, figures_by_dtype in res.get("robots", {}).items():
-        pin = figures_by_dtype.get("pinocchio") or {}
         for dtype, figures in figures_by_dtype.items():
-            for key, label, peer in (("minv_factors", "explicit M^-1", "computeMinverse_loop"),
-                                     ("minv_times", "M^-1 x", "aba_parallel")):
-                if dtype != "pinocchio" and key in figures:
-                    s = figures[key]["per_state_s"]
-                    rows.append((f"{label}, {robot} {dtype}", f"{s * 1e6:.3g} us/state",
-                                 f"{_fmt(pin[peer] / s if pin.get(peer) else None, 'x')} Pinocchio "
-                                 f"{peer.replace('_', ' ')}"))
+            for key, label, peer, on_cores in (("minv_factors", "explicit M^-1", "computeMinverse loop", True),
+                                               ("minv_times", "M^-1 x", "abaInParallel", False)):
+                f = (figures or {}).get(key)
+                if f:
+                    figure = f"{label}, {robot} {dtype}"
+                    rows.append((figure, f"{f['per_state_s'] * 1e6:.3g} us/state",
+                                 f"{_fmt(f.get('ratio_vs_peer'), 'x')} Pinocchio {peer}"))
+                    if "devices" in f:
+                        rows.append(_sharded_row(figure, f["devices"], f["sharded_per_state_s"],
+                                                 f["sharded_ratio_vs_peer"], f"Pinocchio {peer}"
+                                                 + (f" on {f['devices']} cores (ideal scaling)" if on_cores else "")))
     return rows
 
 
 def _opspace_rows(res):
-    return [(f"Lambda^-1, {r['frames']} frame(s), {r['robot']} {r['dtype']}", f"{r['s_per_state'] * 1e6:.3g} us/state",
-             f"{_fmt(r['pinocchio_delassus_s'] / r['s_per_state'] if r.get('pinocchio_delassus_s') else None, 'x')} "
-             "Pinocchio computeDelassusMatrix")
-            for r in res.get("results", []) if r["route"] == "sweeps"]
+    rows = []
+    for r in res.get("results", []):
+        if r["route"] == "sweeps":
+            figure = f"Lambda^-1, {r['frames']} frame(s), {r['robot']} {r['dtype']}"
+            rows.append((figure, f"{r['s_per_state'] * 1e6:.3g} us/state",
+                         f"{_fmt(r.get('ratio_vs_pinocchio_delassus'), 'x')} Pinocchio computeDelassusMatrix"))
+            if "devices" in r:
+                rows.append(_sharded_row(figure, r["devices"], r["sharded_s_per_state"],
+                                         r["sharded_ratio_vs_pinocchio_delassus"],
+                                         f"Pinocchio computeDelassusMatrix on {r['devices']} cores (ideal scaling)"))
+    return rows
 
 
 def _derivatives_rows(res):
     rows = []
     for robot, figures_by_dtype in res.get("robots", {}).items():
-        pin = figures_by_dtype.get("pinocchio") or {}
         for dtype, figures in figures_by_dtype.items():
             for key, label, peer in (("rnea_derivatives", "d tau/d (q, qd, qdd)", "computeRNEADerivatives"),
                                      ("aba_derivatives", "d qdd/d (q, qd, tau)", "computeABADerivatives")):
-                if dtype != "pinocchio" and key in figures:
-                    s = figures[key]["per_state_s"]
+                f = (figures or {}).get(key)
+                if f:
                     by_autodiff = figures[key.split("_")[0] + "_jacfwd"]["per_state_s"]
-                    rows.append((f"{label}, {robot} {dtype}",
-                                 f"{s * 1e6:.3g} us/state ({by_autodiff / s:.3g}x faster than jacfwd)",
-                                 f"{_fmt(pin[key] / s if pin.get(key) else None, 'x')} Pinocchio {peer} loop"))
+                    figure = f"{label}, {robot} {dtype}"
+                    rows.append((figure, f"{f['per_state_s'] * 1e6:.3g} us/state "
+                                 f"({by_autodiff / f['per_state_s']:.3g}x faster than jacfwd)",
+                                 f"{_fmt(f.get('ratio_vs_peer'), 'x')} Pinocchio {peer} loop"))
     return rows
 
 
 def _chains_rows(res):
     largest = max((r["bodies"] for r in res.get("results", [])), default=None)
-    return [(f"ABA, {r['shape'].replace('_', ' ')} of {r['bodies']} bodies",
-             f"{1e6 / r['states_per_s']:.3g} us/state, compile {r['compile_s']:.1f} s",
-             f"{_fmt(r['ratio_vs_pinocchio'], 'x')} Pinocchio parallel")
-            for r in res.get("results", []) if r["bodies"] == largest]
+    rows = []
+    for r in res.get("results", []):
+        if r["bodies"] == largest:
+            figure = f"ABA, {r['shape'].replace('_', ' ')} of {r['bodies']} bodies"
+            rows.append((figure, f"{1e6 / r['states_per_s']:.3g} us/state, compile {r['compile_s']:.1f} s",
+                         f"{_fmt(r['ratio_vs_pinocchio'], 'x')} Pinocchio parallel"))
+            if "devices" in r:
+                rows.append((f"{figure}, `sharded_vmap` over {r['devices']} CPU devices",
+                             f"{1e6 / r['sharded_states_per_s']:.3g} us/state",
+                             f"{_fmt(r['sharded_ratio_vs_pinocchio'], 'x')} Pinocchio parallel"))
+    return rows
 
 
 def _loops_rows(res):
-    return [(f"closed loops, {r['mechanism']} float64 batch {res['batch']}",
-             f"{r['embedded']:.3g} us/state embedded"
-             + (f" (gradient {r['embedded_grad_over_forward']:.2f}x)" if "embedded_grad_over_forward" in r else "")
-             + f"; projected {r['projected']:.3g}, Lagrange {r['lagrange']:.3g}",
-             f"{_fmt(r.get('embedded_vs_pinocchio'), 'x')} Pinocchio KKT forwardDynamics loop")
-            for r in res.get("mechanisms", [])]
+    rows = []
+    for r in res.get("mechanisms", []):
+        figure = f"closed loops, {r['mechanism']} float64 batch {res['batch']}"
+        rows.append((figure, f"{r['embedded']:.3g} us/state embedded"
+                     + (f" (gradient {r['embedded_grad_over_forward']:.2f}x)" if "embedded_grad_over_forward" in r
+                        else "") + f"; projected {r['projected']:.3g}, Lagrange {r['lagrange']:.3g}",
+                     f"{_fmt(r.get('embedded_vs_pinocchio'), 'x')} Pinocchio KKT forwardDynamics loop"))
+    return rows
 
 
 def _mjx_rows(res):
@@ -200,7 +233,8 @@ def _jaxsim_rows(res):
 
 
 HEADLINES = {"dynamics": _dynamics_rows, "operators": _operators_rows, "opspace": _opspace_rows,
-             "derivatives": _derivatives_rows, "chains": _chains_rows, "loops": _loops_rows, "mjx_peer": _mjx_rows, "jaxsim_peer": _jaxsim_rows}
+             "derivatives": _derivatives_rows, "chains": _chains_rows, "loops": _loops_rows, "mjx_peer": _mjx_rows,
+             "jaxsim_peer": _jaxsim_rows}
 
 
 def headline(suite):

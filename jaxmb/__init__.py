@@ -3,7 +3,8 @@
 Every function takes one state and is pure, so ``jax.jit``, ``jax.vmap`` and ``jax.grad`` compose with it;
 `jaxmb.jit` is ``jax.jit`` with the XLA options that compile jaxmb's programs fastest on the CPU, and
 `jaxmb.chunked_vmap` is ``jax.vmap`` computed a chunk of states at a time (faster for large batches on the CPU;
-`forward_dynamics` and `inverse_dynamics` do so by themselves under ``jax.vmap``).
+`forward_dynamics` and `inverse_dynamics` do so by themselves under ``jax.vmap``), and `jaxmb.sharded_vmap` is
+``jax.vmap`` with the batch split over all devices (on the CPU one per core, after `jaxmb.use_cpu_cores`).
 Conventions: spatial vectors angular first ``[w; v]``; quaternions ``[w, x, y, z]``; gravity is physical
 (``model.gravity``, default ``[0, 0, -9.81]``). See README.md and docs in each module.
 """
@@ -63,6 +64,7 @@ from jaxmb.kinematics import (
     jacobians,
 )
 from jaxmb.model import Model, ModelBuilder
+from jaxmb.parallel import sharded_vmap, split_batch, use_cpu_cores
 from jaxmb.spatial import Transform
 
 __version__ = "0.1.0"

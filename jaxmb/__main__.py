@@ -2,7 +2,8 @@
 
 Loads the 12-dof quadruped with a free base and prints the model; checks inverse against forward dynamics on
 one random state; then compiles and times ``jit(vmap(forward_dynamics))`` and a reverse-mode gradient through it
-over a batch of random states. Everything runs in float32: the demo never switches ``jax_enable_x64`` on.
+over a batch of random states, and, with one JAX device per CPU core, the same batch split over them
+(`jaxmb.sharded_vmap`). Everything runs in float32: the demo never switches ``jax_enable_x64`` on.
 
 Options: ``--batch N`` (default 4096), ``--seed S`` (default 0).
 """
@@ -95,7 +96,11 @@ def one_state(model, q, qd, qdd):
 def batch(model, q, qd, tau):
     """Compile time and throughput of batched forward dynamics, and the relative cost of its gradient."""
     n = len(q)
-    fd = jax.vmap(lambda q, qd, tau: jaxmb.forward_dynamics(model, q, qd, tau))
+
+    def fd_one(q, qd, tau):
+        return jaxmb.forward_dynamics(model, q, qd, tau)
+
+    fd = jax.vmap(fd_one)
     fd_c, fd_compile = _compile(fd, q, qd, tau)
     t_fd = _time(fd_c, q, qd, tau)
 
@@ -111,6 +116,13 @@ def batch(model, q, qd, tau):
     print(f"\nbatch of {n} random states, {jnp.dtype(DTYPE).name}, {where}")
     print(f"  jit(vmap(forward_dynamics))         compile {fd_compile:5.1f} s   {t_fd * 1e3:8.2f} ms per batch   "
           f"{n / t_fd:11,.0f} states/s")
+    devices = len(jax.devices())
+    if devices > 1:  # the batch split over the devices: on the CPU, one per core (jaxmb.use_cpu_cores)
+        split = jaxmb.split_batch((q, qd, tau)) if n % devices == 0 else (q, qd, tau)
+        sharded_c, sharded_compile = _compile(jaxmb.sharded_vmap(fd_one), *split)
+        t_sharded = _time(sharded_c, *split)
+        print(f"  {f'same, sharded_vmap on {devices} devices':36s}compile {sharded_compile:5.1f} s   "
+              f"{t_sharded * 1e3:8.2f} ms per batch   {n / t_sharded:11,.0f} states/s")
     print(f"  jit(vmap(grad(|qdd|^2, (q, tau))))  compile {grad_compile:5.1f} s   {t_grad * 1e3:8.2f} ms per batch   "
           f"{t_grad / t_fd:11.1f}x forward")
 
@@ -135,4 +147,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    jaxmb.use_cpu_cores()  # one JAX device per core, for the sharded batch (before JAX's first operation)
     sys.exit(main())
