@@ -12,7 +12,7 @@ Per robot and precision, jaxmb's jit(vmap(f)) per-state time and compile time of
   `forward_dynamics` likewise; the peer is ``computeABADerivatives``;
 * `inverse_dynamics` and `forward_dynamics` themselves, for the cost of a Jacobian in forward calls.
 
-Writes ``benchmarks/results/derivatives-<backend>-<cores>core.json``.
+Writes ``benchmarks/results/derivatives-<backend>-<cores>core.json`` (``derivatives-quick-...`` with ``--quick``).
 """
 
 import jax
@@ -86,7 +86,7 @@ def main():
                                  f"({r['peer_per_state_s'] * 1e6:.2f} us)")
                 print_state_row(dtype, fname, r, ", ".join(notes))
     if not args.no_save:
-        print("saved", save("derivatives", results))
+        print("saved", save("derivatives-quick" if args.quick else "derivatives", results))  # keeps the full grid's
 
 
 if __name__ == "__main__":

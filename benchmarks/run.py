@@ -47,8 +47,8 @@ SCRIPTS = {
 
 def result_stem(name, argv):
     """The name a script saves its results under (`common.save`)."""
-    if name == "dynamics":
-        return "dynamics-quick" if "--quick" in argv else "dynamics"
+    if name in ("dynamics", "derivatives"):  # a quick run keeps the full grid's file
+        return f"{name}-quick" if "--quick" in argv else name
     return {"mjx_peer": "mjx", "jaxsim_peer": "jaxsim"}.get(name, name)
 
 
