@@ -50,15 +50,22 @@ def split_batch(tree, devices=None):
     """
     mesh = _mesh(devices)
     n = mesh.devices.size
-    sizes = {jnp.shape(leaf)[0] for leaf in jax.tree.leaves(tree)}
-    uneven = sorted(size for size in sizes if size % n)
+    uneven = sorted(size for size in _leading_sizes(tree, "split_batch") if size % n)
     if uneven:
         raise ValueError(f"split_batch: a batch of {uneven[0]} states does not divide evenly over {n} devices")
     return jax.device_put(tree, NamedSharding(mesh, PartitionSpec(AXIS)))
 
 
+def _leading_sizes(tree, caller):
+    """The lengths of the leading axes of the arrays of ``tree``; a ``ValueError`` for an array without one."""
+    shapes = [jnp.shape(leaf) for leaf in jax.tree.leaves(tree)]
+    if any(len(shape) == 0 for shape in shapes):
+        raise ValueError(f"{caller}: a batched argument holds a scalar, which has no batch axis to split")
+    return {shape[0] for shape in shapes}
+
+
 def _batch_size(args, axes):
-    sizes = {jnp.shape(leaf)[0] for x, a in zip(args, axes) if a == 0 for leaf in jax.tree.leaves(x)}
+    sizes = set().union(*(_leading_sizes(x, "sharded_vmap") for x, a in zip(args, axes) if a == 0))
     if not sizes:
         raise ValueError("sharded_vmap: no argument is batched (in_axes has no 0)")
     if len(sizes) > 1:

@@ -1,6 +1,7 @@
 """`jaxmb.sharded_vmap`: the values and derivatives of `jax.vmap`, with the batch split over the devices; clear
-errors for what it cannot map. `jaxmb.split_batch`: a batch placed on the devices stays split through a call. The suite's process has one CPU device (JAX fixes its devices at its first
-operation), so the split over two is checked in a fresh process that calls `jaxmb.use_cpu_cores(2)` first."""
+errors for what it cannot map. `jaxmb.split_batch`: a batch placed on the devices stays split through a call. The
+suite's process has one CPU device (JAX fixes its devices at its first operation), so the split over two is
+checked in a fresh process that calls `jaxmb.use_cpu_cores(2)` first."""
 
 import json
 import subprocess
@@ -101,6 +102,11 @@ def test_split_batch_names_a_batch_the_devices_do_not_divide(two_devices):
     assert two_devices["uneven"] == "split_batch: a batch of 5 states does not divide evenly over 2 devices"
 
 
+def test_split_batch_names_a_scalar():
+    with pytest.raises(ValueError, match="split_batch: a batched argument holds a scalar"):
+        jaxmb.split_batch({"q": jnp.ones((4, 3)), "t": jnp.float32(0.0)})
+
+
 def test_on_one_device_equals_vmap(problem):
     model, q, qd, tau = problem
     want = fast_jit(jax.vmap(jaxmb.inverse_dynamics, in_axes=(None, 0, 0, 0)))(model, q, qd, tau)
@@ -113,6 +119,7 @@ def test_on_one_device_equals_vmap(problem):
     ((0,), (jnp.ones((3, 2)), jnp.ones((3, 2))), "in_axes must be 0, None"),
     (0, (jnp.ones((3, 2)), jnp.ones((4, 2))), "different batch sizes"),
     (None, (jnp.ones((3, 2)),), "no argument is batched"),
+    (0, (jnp.ones((3, 2)), jnp.float32(1.0)), "holds a scalar"),
 ])
 def test_errors_name_the_problem(in_axes, args, message):
     with pytest.raises(ValueError, match=message):
