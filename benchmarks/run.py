@@ -112,6 +112,12 @@ def _fmt(x, unit=""):
     return f"{x:.3g}{unit}"
 
 
+def _sharded_row(figure, devices, per_state_s, ratio, peer):
+    """The row of a figure measured with the batch split over the devices (`jaxmb.sharded_vmap`)."""
+    return (f"{figure}, `sharded_vmap` over {devices} CPU devices", f"{per_state_s * 1e6:.3g} us/state",
+            f"{_fmt(ratio, 'x')} {peer}")
+
+
 def _dynamics_rows(res):
     rows = []
     for r in res.get("results", []):
@@ -132,16 +138,9 @@ def _dynamics_rows(res):
                          + chunked.format(_fmt(r.get("chunked_ratio_vs_pinocchio"), "x")) + f" {peer}"))
             if "devices" in r:
                 ideal = "" if r["algorithm"] != "crba" else f" on {r['devices']} cores (ideal scaling)"
-                rows.append((f"{figure}, `sharded_vmap` over {r['devices']} CPU devices",
-                             f"{1e6 / r['sharded_states_per_s']:.3g} us/state",
-                             f"{_fmt(r.get('sharded_ratio_vs_pinocchio'), 'x')} {peer}{ideal}"))
+                rows.append(_sharded_row(figure, r["devices"], 1 / r["sharded_states_per_s"],
+                                         r.get("sharded_ratio_vs_pinocchio"), peer + ideal))
     return rows
-
-
-def _sharded_row(figure, devices, per_state_s, ratio, peer):
-    """The row of a figure measured with the batch split over the devices (`jaxmb.sharded_vmap`)."""
-    return (f"{figure}, `sharded_vmap` over {devices} CPU devices", f"{per_state_s * 1e6:.3g} us/state",
-            f"{_fmt(ratio, 'x')} {peer}")
 
 
 def _operators_rows(res):
@@ -201,9 +200,8 @@ def _chains_rows(res):
             rows.append((figure, f"{1e6 / r['states_per_s']:.3g} us/state, compile {r['compile_s']:.1f} s",
                          f"{_fmt(r['ratio_vs_pinocchio'], 'x')} Pinocchio parallel"))
             if "devices" in r:
-                rows.append((f"{figure}, `sharded_vmap` over {r['devices']} CPU devices",
-                             f"{1e6 / r['sharded_states_per_s']:.3g} us/state",
-                             f"{_fmt(r['sharded_ratio_vs_pinocchio'], 'x')} Pinocchio parallel"))
+                rows.append(_sharded_row(figure, r["devices"], 1 / r["sharded_states_per_s"],
+                                         r["sharded_ratio_vs_pinocchio"], "Pinocchio parallel"))
     return rows
 
 

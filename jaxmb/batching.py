@@ -45,6 +45,23 @@ def _with_states(args, batched, states):
     return [next(states) if b else x for x, b in zip(args, batched)]
 
 
+def batch_axes(in_axes, args, caller):
+    """``in_axes`` as a tuple, 0 or None for each of ``args``; a ``ValueError`` naming ``caller`` where it is not one,
+    or where no argument is batched."""
+    axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+    if len(axes) != len(args) or any(a not in (0, None) for a in axes):
+        raise ValueError(f"{caller}: in_axes must be 0, None or one of them per argument ({len(args)} arguments), "
+                         f"got {in_axes!r}")
+    if all(a is None for a in axes):
+        raise ValueError(f"{caller}: no argument is batched (in_axes has no 0)")
+    return axes
+
+
+def padded_with_last(x, pad):
+    """``x`` (a pytree of arrays, batch leading) with ``pad`` copies of its last state appended."""
+    return jax.tree.map(lambda leaf: jnp.concatenate([leaf, jnp.repeat(leaf[-1:], pad, 0)]), x)
+
+
 def chunked_vmap(fun, in_axes=0, chunk_size=1024):
     """``jax.vmap(fun, in_axes)``, computed ``chunk_size`` states at a time: a `jax.lax.map` over chunks, each chunk
     one `vmap` (the last one shorter when ``chunk_size`` does not divide the batch).
@@ -65,12 +82,7 @@ def chunked_vmap(fun, in_axes=0, chunk_size=1024):
         raise ValueError(f"chunked_vmap: chunk_size must be a positive integer, not {chunk_size!r}")
 
     def batched(*args):
-        axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
-        if len(axes) != len(args) or any(a not in (0, None) for a in axes):
-            raise ValueError(f"chunked_vmap: in_axes {in_axes!r} must be 0, None, or one of them per argument "
-                             f"({len(args)} arguments)")
-        if all(a is None for a in axes):
-            raise ValueError("chunked_vmap: at least one argument must be batched (in_axes 0)")
+        axes = batch_axes(in_axes, args, "chunked_vmap")
         mapped = tuple(arg for arg, a in zip(args, axes) if a == 0)
         one = lambda states: fun(*_with_states(args, [a == 0 for a in axes], states))  # noqa: E731
         return jax.lax.map(one, jax.tree.map(jnp.asarray, mapped), batch_size=chunk_size)
@@ -128,7 +140,7 @@ def _map_in_chunks(closed, axis_size, in_batched, leaves):
         return one(*leaves)
     pad = k * chunk - axis_size  # copies of the last state, cut off below
     mapped = [x for x, b in zip(leaves, in_batched) if b]
-    mapped = [jnp.concatenate([x, jnp.repeat(x[-1:], pad, 0)]) if pad else x for x in mapped]
+    mapped = [padded_with_last(x, pad) if pad else x for x in mapped]
     mapped = [x.reshape((k, chunk) + x.shape[1:]) for x in mapped]
     mapped = [jnp.moveaxis(x, 1, -1) for x in mapped]  # batch last: once for the whole batch, not per chunk
     ys = jax.lax.map(lambda states: one(*_with_states(leaves, in_batched, states)), mapped)

@@ -17,6 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from jaxmb.batching import batch_axes, padded_with_last
+
 AXIS = "states"
 """The name of the device mesh's one axis, along which the batch is split."""
 
@@ -66,16 +68,10 @@ def _leading_sizes(tree, caller):
 
 def _batch_size(args, axes):
     sizes = set().union(*(_leading_sizes(x, "sharded_vmap") for x, a in zip(args, axes) if a == 0))
-    if not sizes:
-        raise ValueError("sharded_vmap: no argument is batched (in_axes has no 0)")
-    if len(sizes) > 1:
-        raise ValueError(f"sharded_vmap: the batched arguments have different batch sizes {sorted(sizes)}")
+    if len(sizes) != 1:
+        raise ValueError(f"sharded_vmap: the batched arguments have different batch sizes {sorted(sizes)}"
+                         if sizes else "sharded_vmap: the batched arguments hold no arrays")
     return sizes.pop()
-
-
-def _padded(x, pad):
-    """``x`` (batch leading) with ``pad`` copies of its last state appended."""
-    return jax.tree.map(lambda leaf: jnp.concatenate([leaf, jnp.repeat(leaf[-1:], pad, 0)]), x)
 
 
 def sharded_vmap(fun, in_axes=0, devices=None):
@@ -98,17 +94,14 @@ def sharded_vmap(fun, in_axes=0, devices=None):
     """
 
     def batched(*args):
-        axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
-        if len(axes) != len(args) or any(a not in (0, None) for a in axes):
-            raise ValueError(f"sharded_vmap: in_axes must be 0, None or one of them per argument ({len(args)} "
-                             f"arguments), got {in_axes!r}")
-        mapped = jax.vmap(fun, in_axes=tuple(axes))
+        axes = batch_axes(in_axes, args, "sharded_vmap")
+        mapped = jax.vmap(fun, in_axes=axes)
         size = _batch_size(args, axes)
         mesh = _mesh(devices)
         if mesh.devices.size == 1 or size == 0:
             return mapped(*args)
         pad = -size % mesh.devices.size
-        args = [_padded(x, pad) if a == 0 and pad else x for x, a in zip(args, axes)]
+        args = [padded_with_last(x, pad) if a == 0 and pad else x for x, a in zip(args, axes)]
         specs = tuple(PartitionSpec(AXIS) if a == 0 else PartitionSpec() for a in axes)
         ys = jax.shard_map(mapped, mesh=mesh, in_specs=specs, out_specs=PartitionSpec(AXIS), check_vma=False)(*args)
         return jax.tree.map(lambda y: y[:size], ys)
