@@ -17,7 +17,6 @@ no cost. The peer needs ``mujoco`` and ``mujoco-mjx`` (not dependencies of jaxmb
 """
 
 import argparse
-import time
 import xml.etree.ElementTree as ET
 
 import jax

@@ -124,30 +124,35 @@ def _most_states(closed):
     return CHUNK_STATES_FLOAT64 if any(a.dtype == jnp.float64 for a in closed.out_avals) else CHUNK_STATES
 
 
-def _map_in_chunks(closed, axis_size, in_batched, leaves):
+def _map_in_chunks(closed, axis_size, in_batched, leaves, batch_last=True):
     """The closed jaxpr ``closed`` of one state over a batch of ``axis_size`` states, the leaves flagged in
     ``in_batched`` carrying it as their leading axis. On the CPU the batch is padded to equal chunks (`_chunks`) by
     repeating its last state, mapped by `jax.lax.map`, each chunk computed with the batch last
     (`jaxmb.batch_last.vmap_batch_last`, chunks of at most `CHUNK_STATES` states, `CHUNK_STATES_FLOAT64` in
-    float64), and cut back; other backends, and an empty batch, get one `jax.vmap`. Every output is batched."""
+    float64) or, without ``batch_last``, by `jax.vmap` (chunks of `CHUNK_STATES`), and cut back; other backends,
+    and an empty batch, get one `jax.vmap`. Every output is batched."""
     call = jax.extend.core.jaxpr_as_fun(closed)
     axes = [0 if b else None for b in in_batched]
     if jax.default_backend() != "cpu" or axis_size == 0:
         return jax.vmap(call, in_axes=axes, axis_size=axis_size)(*leaves)
-    k, chunk = _chunks(axis_size, _most_states(closed))
-    one = vmap_batch_last(closed, in_batched, chunk, moved=k > 1)
+    k, chunk = _chunks(axis_size, _most_states(closed) if batch_last else CHUNK_STATES)
+    if batch_last:
+        one = vmap_batch_last(closed, in_batched, chunk, moved=k > 1)
+    else:
+        one = jax.vmap(call, in_axes=axes, axis_size=chunk)
     if k == 1:
         return one(*leaves)
     pad = k * chunk - axis_size  # copies of the last state, cut off below
     mapped = [x for x, b in zip(leaves, in_batched) if b]
     mapped = [padded_with_last(x, pad) if pad else x for x in mapped]
     mapped = [x.reshape((k, chunk) + x.shape[1:]) for x in mapped]
-    mapped = [jnp.moveaxis(x, 1, -1) for x in mapped]  # batch last: once for the whole batch, not per chunk
+    if batch_last:
+        mapped = [jnp.moveaxis(x, 1, -1) for x in mapped]  # once for the whole batch, not per chunk
     ys = jax.lax.map(lambda states: one(*_with_states(leaves, in_batched, states)), mapped)
     return [y.reshape((k * chunk,) + y.shape[2:])[:axis_size] for y in ys]
 
 
-def vmap_in_cpu_chunks(fun):
+def vmap_in_cpu_chunks(fun, batch_last=True):
     """``fun`` (of one state) with a `jax.custom_batching.custom_vmap` rule: `_map_in_chunks`, so on the CPU a batch
     is computed a chunk of states at a time, with the batch last, and other backends get plain `jax.vmap`.
 
@@ -156,6 +161,8 @@ def vmap_in_cpu_chunks(fun):
 
     Args:
         fun: a function of one state; its arguments are pytrees of arrays.
+        batch_last: compute each chunk with the batch last (`jaxmb.batch_last`), else by `jax.vmap`: for functions
+            of dense matrices and solves, which the batch-last interpreter does not make faster (the closed loops).
     """
 
     def batched_in_chunks(*args):
@@ -168,7 +175,7 @@ def vmap_in_cpu_chunks(fun):
         def rule(axis_size, in_batched, *leaves):
             if not any(in_batched):  # the JVP of a batched call whose primals are not batched
                 return call(*leaves), [False] * len(closed.out_avals)
-            y = _map_in_chunks(closed, axis_size, in_batched, leaves)
+            y = _map_in_chunks(closed, axis_size, in_batched, leaves, batch_last)
             return y, [True] * len(y)
 
         return jax.tree.unflatten(jax.tree.structure(out_shape), chunked(*leaves))
@@ -176,7 +183,7 @@ def vmap_in_cpu_chunks(fun):
     return functools.wraps(fun)(batched_in_chunks)
 
 
-def in_cpu_chunks(fun, vjp=None):
+def in_cpu_chunks(fun, vjp=None, batch_last=True):
     """`vmap_in_cpu_chunks` of ``fun``, differentiable: a `jax.custom_jvp` whose tangent is the JVP of ``fun``
     itself, over the arguments whose tangents are not symbolic zeros, bound as a `linear_in_cpu_chunks` map whose
     transpose is the VJP of ``fun``. So derivatives, in any mode and order, are exactly those of ``fun``, and
@@ -186,8 +193,9 @@ def in_cpu_chunks(fun, vjp=None):
         vjp: ``vjp(primals, live, ct) -> [cotangent, ...]``, the cotangents of the leaves ``live`` of the flattened
             ``primals`` (the arguments of ``fun``) for the output cotangent ``ct``, in place of `jax.vjp` of ``fun``
             (a hand-written adjoint, itself differentiable).
+        batch_last: as for `vmap_in_cpu_chunks`, for the function and its derivatives.
     """
-    chunked = vmap_in_cpu_chunks(fun)
+    chunked = vmap_in_cpu_chunks(fun, batch_last)
     f = jax.custom_jvp(chunked)
 
     def f_jvp(primals, tangents):
@@ -206,7 +214,7 @@ def in_cpu_chunks(fun, vjp=None):
             fun_of_live, at = of_live(fun, res, live)
             return list(jax.vjp(fun_of_live, *at)[1](ct))
 
-        return y, linear_in_cpu_chunks(jvp, transpose, primals, dots)
+        return y, linear_in_cpu_chunks(jvp, transpose, primals, dots, batch_last)
 
     f.defjvp(f_jvp, symbolic_zeros=True)
     return f
@@ -215,13 +223,13 @@ def in_cpu_chunks(fun, vjp=None):
 # -- linear maps batched in chunks, with their transposes: the derivatives of the chunked functions --
 
 linear_p = Primitive("jaxmb_linear_in_cpu_chunks")
-"""``linear_p.bind(*res, *lin, jaxpr, transpose, n_res)``: the closed ``jaxpr`` of one call, linear in its
-arguments after the first ``n_res`` (the residuals). ``transpose()`` gives the closed jaxpr of its transpose, a
-function of ``(*res, *cotangents)``."""
+"""``linear_p.bind(*res, *lin, jaxpr, transpose, n_res, batch_last)``: the closed ``jaxpr`` of one call, linear in
+its arguments after the first ``n_res`` (the residuals). ``transpose()`` gives the closed jaxpr of its transpose, a
+function of ``(*res, *cotangents)``; ``batch_last`` is `_map_in_chunks`'s, for its batching rule."""
 linear_p.multiple_results = True
 
 
-def linear_in_cpu_chunks(fun, fun_t, res, lin):
+def linear_in_cpu_chunks(fun, fun_t, res, lin, batch_last=True):
     """``fun(res, lin)``, linear in ``lin``, transposed by ``fun_t(res, ct)``, and batched in chunks on the CPU the
     way `vmap_in_cpu_chunks` batches a function, as are its transpose and their own derivatives.
 
@@ -234,6 +242,7 @@ def linear_in_cpu_chunks(fun, fun_t, res, lin):
         fun: ``fun(res, lin) -> pytree``, linear in ``lin``.
         fun_t: ``fun_t(res, ct) -> pytree like lin``, the transpose of ``fun`` in ``lin``.
         res, lin: pytrees of arrays. Neither function may close over traced values: pass them in ``res``.
+        batch_last: as for `vmap_in_cpu_chunks`.
     """
     res_leaves, res_tree = jax.tree.flatten(res)
     lin_leaves, lin_tree = jax.tree.flatten(lin)
@@ -258,7 +267,8 @@ def linear_in_cpu_chunks(fun, fun_t, res, lin):
 
         return jax.make_jaxpr(flat_fun_t)(*res_avals, *_avals(jaxpr.out_avals))
 
-    out = linear_p.bind(*res_leaves, *lin_leaves, jaxpr=jaxpr, transpose=transpose, n_res=n_res)
+    out = linear_p.bind(*res_leaves, *lin_leaves, jaxpr=jaxpr, transpose=transpose, n_res=n_res,
+                        batch_last=batch_last)
     return jax.tree.unflatten(out_tree[0], out)
 
 
@@ -272,10 +282,10 @@ def _linear_impl(*args, jaxpr, **_):
     return jax.extend.core.jaxpr_as_fun(jaxpr)(*args)
 
 
-def _linear_jvp(primals, tangents, *, jaxpr, transpose, n_res):
+def _linear_jvp(primals, tangents, *, jaxpr, transpose, n_res, batch_last):
     """Linear in ``lin``: ``d fun = fun(res, d lin) + (d fun / d res) d res``, the second term (of second and
     higher derivatives) by plain autodiff of the jaxpr."""
-    params = dict(jaxpr=jaxpr, transpose=transpose, n_res=n_res)
+    params = dict(jaxpr=jaxpr, transpose=transpose, n_res=n_res, batch_last=batch_last)
     y = linear_p.bind(*primals, **params)
     res, lin = primals[:n_res], primals[n_res:]
     res_dot, lin_dot = tangents[:n_res], tangents[n_res:]
@@ -291,35 +301,38 @@ def _linear_jvp(primals, tangents, *, jaxpr, transpose, n_res):
     return y, dy
 
 
-def _linear_transpose(cts, *args, jaxpr, transpose, n_res):
+def _linear_transpose(cts, *args, jaxpr, transpose, n_res, batch_last):
     res, lin = args[:n_res], args[n_res:]
     if any(ad.is_undefined_primal(x) for x in res):
         raise ValueError("linear_in_cpu_chunks: transposed in a residual argument, in which it is not linear")
     cts = [ad.instantiate_zeros(ct) if type(ct) is ad.Zero else ct for ct in cts]
-    lin_cts = linear_p.bind(*res, *cts, jaxpr=transpose(), transpose=lambda: jaxpr, n_res=n_res)
+    lin_cts = linear_p.bind(*res, *cts, jaxpr=transpose(), transpose=lambda: jaxpr, n_res=n_res,
+                            batch_last=batch_last)
     return [None] * n_res + [ct if ad.is_undefined_primal(x) else None for x, ct in zip(lin, lin_cts)]
 
 
-def _linear_batch(args, dims, *, jaxpr, transpose, n_res):
+def _linear_batch(args, dims, *, jaxpr, transpose, n_res, batch_last):
     """Both the map and its transpose batched by `_map_in_chunks`; the transpose sums the cotangents of the
     linear arguments that are not batched."""
     size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
     args = [x if d is None else jnp.moveaxis(x, d, 0) for x, d in zip(args, dims)]
     in_batched = [d is not None for d in dims]
     batched_aval = lambda a: jax.ShapeDtypeStruct((size, *a.shape), a.dtype)  # noqa: E731
-    batched_jaxpr = jax.make_jaxpr(lambda *xs: _map_in_chunks(jaxpr, size, in_batched, xs))(*_avals(args))
+    batched_jaxpr = jax.make_jaxpr(lambda *xs: _map_in_chunks(jaxpr, size, in_batched, xs, batch_last))(
+        *_avals(args))
 
     @functools.cache
     def batched_transpose():
         res_batched, lin_batched = in_batched[:n_res], in_batched[n_res:]
 
         def transposed(*xs):
-            cts = _map_in_chunks(transpose(), size, res_batched + [True] * len(jaxpr.out_avals), xs)
+            cts = _map_in_chunks(transpose(), size, res_batched + [True] * len(jaxpr.out_avals), xs, batch_last)
             return [ct if b else ct.sum(0) for ct, b in zip(cts, lin_batched)]
 
         return jax.make_jaxpr(transposed)(*_avals(args[:n_res]), *map(batched_aval, jaxpr.out_avals))
 
-    out = linear_p.bind(*args, jaxpr=batched_jaxpr, transpose=batched_transpose, n_res=n_res)
+    out = linear_p.bind(*args, jaxpr=batched_jaxpr, transpose=batched_transpose, n_res=n_res,
+                        batch_last=batch_last)
     return out, [0] * len(out)
 
 

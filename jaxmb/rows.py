@@ -3,6 +3,7 @@ other's transpose.
 
     take_rows(x, idx):     y[j] = x[idx[j]]                 a body gathers its parent's row (`down`)
     sum_rows(x, idx, n):   y[i] = sum_{j: idx[j] = i} x[j]  a parent receives the sum over its children (`up`)
+    put_rows(x, idx, v):   x with the rows idx replaced by v  (``x.at[idx].set(v)``, as one `take_rows`)
 
 ``idx`` is a static index array (numpy), known from the topology. The transpose of `take_rows` is `sum_rows` and
 the transpose of `sum_rows` is `take_rows` (the adjoint of the `up` sweep is a `down` sweep, Lemmas 9.1-9.2); JAX's
@@ -170,3 +171,21 @@ def sum_rows(x, idx, n):
         return sum_p.bind(a, idx=idx, n=int(n), axis=0)
 
     return jax.tree.map(one, x)
+
+
+def put_rows(x, idx, values):
+    """``x.at[idx].set(values)`` for a static index array ``idx`` (k,) of distinct rows: (n, ...) with (k, ...) ->
+    (n, ...), as one `take_rows` of ``[x; values]``. A scatter with indices runs on XLA's CPU backend as a loop
+    over them, a batch of states included; this is a gather, and its transpose a `sum_rows`."""
+    x, values = jnp.asarray(x), jnp.asarray(values)
+    idx = np.asarray(_static(idx), dtype=int)
+    n = x.shape[0]
+    if len(set(idx.tolist())) != len(idx) or np.any((idx < 0) | (idx >= n)):
+        raise ValueError(f"put_rows: the rows {idx.tolist()} must be distinct and within 0..{n - 1}")
+    if values.shape != (len(idx),) + x.shape[1:]:
+        raise ValueError(f"put_rows: {values.shape} values for {len(idx)} rows of {x.shape}")
+    source = np.arange(n)
+    source[idx] = n + np.arange(len(idx))
+    if np.array_equal(np.sort(idx), np.arange(n)):  # every row replaced: a permutation of the values alone
+        return take_rows(values, source - n)
+    return take_rows(jnp.concatenate([x, values.astype(x.dtype)]), source)

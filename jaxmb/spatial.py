@@ -155,6 +155,15 @@ def cross3(a, b):
                                 sub(mul(a0, b1), mul(a1, b0))], len(shape) - 1)
 
 
+def inverse3(C):
+    """``(C^-1, det C)`` of 3x3 matrices (..., 3, 3): the rows of the inverse are the cross products of the
+    columns over ``det C``."""
+    c0, c1, c2 = C[..., :, 0], C[..., :, 1], C[..., :, 2]
+    rows = jnp.stack([cross3(c1, c2), cross3(c2, c0), cross3(c0, c1)], -2)
+    det = dot(c0, rows[..., 0, :])
+    return rows / det[..., None, None], det
+
+
 def cross_motion(V, m):
     """``V~ m``: the motion cross product of two 6-vectors (Featherstone's ``V x m``)."""
     w, v = V[..., :3], V[..., 3:]

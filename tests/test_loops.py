@@ -18,9 +18,10 @@ from jax.test_util import check_grads
 
 import checks
 import jaxmb
-from jaxmb import joints, loops
+from jaxmb import batching, joints, loops
 from jaxmb.errors import ModelError
 from jaxmb.loops import articulated as loop_articulated
+from jaxmb.loops.embedding import _solve as solve_small_system
 from jaxmb.model import ModelBuilder
 from jaxmb.rotation import quat_exp, quat_to_matrix
 from jaxmb.spatial import Transform
@@ -359,6 +360,33 @@ def test_jit_equals_eager_and_vmap_equals_a_loop():
     eager = [loops.forward_dynamics(case.lm, *s) for s in case.states]
     batched = jax.vmap(loops.forward_dynamics, (None, 0, 0, 0, 0))(case.lm, *[jnp.stack(x) for x in zip(*case.states)])
     checks.assert_close(batched, jnp.stack(eager), 1e-13)
+
+
+def test_vmap_runs_in_chunks_without_scatters_and_equals_state_by_state_gradients_too(monkeypatch):
+    """Under `jax.vmap` the CPU computes a batch a chunk of states at a time (`jaxmb.batching.in_cpu_chunks`,
+    batch first); with loops of at most 3 dependent coordinates (the four-bar's 2) the forward call has no scatter
+    and no LAPACK call (XLA's CPU backend runs both as loops over the batch). Values and gradients equal those of
+    single states."""
+    monkeypatch.setattr(batching, "CHUNK_STATES", 1)  # each state a chunk of its own
+    case = get_case("four-bar")
+    stacked = [jnp.stack(x) for x in zip(*case.states)]
+    batched = jax.vmap(lambda *a: loops.forward_dynamics(case.lm, *a))
+    assert "scan" in str(jax.make_jaxpr(batched)(*stacked))  # the lax.map over chunks
+    text = jax.jit(batched).lower(*stacked).as_text()
+    assert "scatter" not in text and "lapack" not in text
+    checks.assert_close(checks.fast_jit(batched)(*stacked),
+                        jnp.stack([loops.forward_dynamics(case.lm, *s) for s in case.states]), 1e-13)
+    grad = jax.grad(lambda *a: jnp.sum(jnp.sin(loops.forward_dynamics(case.lm, *a))), argnums=(1, 2, 3))
+    got, one = checks.fast_jit(jax.vmap(grad))(*stacked), checks.fast_jit(grad)
+    for i, state in enumerate(case.states):
+        jax.tree.map(lambda g, w: checks.assert_close(g[i], w, 1e-12), got, one(*state))
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4])
+def test_the_embedding_solves_small_systems_as_lu_does(m):
+    A = jax.random.normal(jax.random.PRNGKey(m), (m, m)) + 2 * jnp.eye(m)
+    B = jax.random.normal(jax.random.PRNGKey(10 + m), (m, 3))
+    np.testing.assert_allclose(solve_small_system(A, B), np.linalg.solve(A, B), rtol=1e-13, atol=1e-14)
 
 
 def test_gradients_of_embedded_forward_dynamics_in_the_state_and_the_parameters():

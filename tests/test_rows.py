@@ -1,7 +1,8 @@
 """The row primitives of the sweeps (`jaxmb.rows`): `take_rows` and `sum_rows` equal numpy's indexing and
 ``np.add.at`` in both lowerings (the CPU's, a gathered block per number of summands, and the GPU's, a gather per
 rank), are each other's transpose, batch along any axis, and keep the dynamics and their gradients free of scatters
-in both forms (XLA's CPU backend runs a scatter as a loop over its indices)."""
+in both forms (XLA's CPU backend runs a scatter as a loop over its indices). `put_rows` is ``x.at[idx].set(v)``
+without a scatter, in value, gradient and batch."""
 
 import contextlib
 
@@ -80,6 +81,29 @@ def test_rows_batch_along_any_axis(axis, form):
 def test_sum_rows_checks_its_index_length():
     with pytest.raises(ValueError, match="3 rows but 7 indices"):
         rows.sum_rows(np.zeros((3, 2)), INDICES["repeats_and_gaps"][0], 6)
+
+
+@pytest.mark.parametrize("idx", [[4, 1], [0], [5, 4, 3, 2, 1, 0], []], ids=["two", "first", "all", "none"])
+def test_put_rows_equals_at_set_with_its_gradient_and_no_scatter(idx):
+    x = jax.random.normal(jax.random.PRNGKey(0), (6, 2))
+    v = jax.random.normal(jax.random.PRNGKey(1), (len(idx), 2))
+    want = x.at[np.asarray(idx, int)].set(v)
+    np.testing.assert_array_equal(rows.put_rows(x, idx, v), want)
+    check_grads(lambda x, v: rows.put_rows(x, idx, v), (x, v), 2, modes=["fwd", "rev"])
+    batched = jax.jit(jax.vmap(lambda x, v: rows.put_rows(x, idx, v)))
+    np.testing.assert_array_equal(batched(jnp.stack([x, 2 * x]), jnp.stack([v, 3 * v]))[1],
+                                  (2 * x).at[np.asarray(idx, int)].set(3 * v))
+    grad = jax.grad(lambda x, v: jnp.sum(jnp.sin(jax.vmap(lambda x, v: rows.put_rows(x, idx, v))(x, v))), (0, 1))
+    assert "scatter" not in jax.jit(grad).lower(jnp.stack([x] * 3), jnp.stack([v] * 3)).as_text()
+
+
+def test_put_rows_names_repeated_rows_and_wrong_shapes():
+    with pytest.raises(ValueError, match="distinct and within 0..5"):
+        rows.put_rows(np.zeros((6, 2)), [1, 1], np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="distinct and within 0..5"):
+        rows.put_rows(np.zeros((6, 2)), [6], np.zeros((1, 2)))
+    with pytest.raises(ValueError, match=r"\(2, 3\) values for 2 rows of \(6, 2\)"):
+        rows.put_rows(np.zeros((6, 2)), [0, 1], np.zeros((2, 3)))
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,7 @@ from jaxmb.dynamics.inverse import joint_forces
 from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, hinge_motion, joint_poses
 from jaxmb.kinematics import _velocity_step
 from jaxmb.model import check_shapes
-from jaxmb.spatial import cross3, cross_force, cross_motion, dot, mm, mv, phi, phi_congruence, phi_star, swap
+from jaxmb.spatial import cross_force, cross_motion, inverse3, mm, mv, phi, phi_congruence, phi_star, swap
 from jaxmb.sweeps import down, up
 
 
@@ -93,15 +93,6 @@ def _ldl(D):
     return L, d
 
 
-def _inverse3(C):
-    """``(C^-1, det C)`` of a 3x3 matrix (..., 3, 3): the rows of the inverse are the cross products of its
-    columns over ``det C``."""
-    c0, c1, c2 = C[..., :, 0], C[..., :, 1], C[..., :, 2]
-    rows = jnp.stack([cross3(c1, c2), cross3(c2, c0), cross3(c0, c1)], -2)
-    det = dot(c0, rows[..., 0, :])
-    return rows / det[..., None, None], det
-
-
 def _solve_blocks(D, x):
     """`solve_log_det` for n = 6 by 3x3 blocks ``D = [[A, B], [B*, C]]``: the Schur complement ``S = A - B C^-1 B*``
     eliminates ``C`` (the translational block of an articulated inertia, well conditioned), and
@@ -110,10 +101,10 @@ def _solve_blocks(D, x):
     speed and accuracy (benchmarks/README.md, "Compile time")."""
     A, B, C = D[..., :3, :3], D[..., :3, 3:], D[..., 3:, 3:]
     x1, x2 = x[..., :3, :], x[..., 3:, :]
-    Ci, det_C = _inverse3(C)
+    Ci, det_C = inverse3(C)
     BCi = mm(B, Ci)
     S = A - mm(BCi, swap(B))
-    Si, det_S = _inverse3(S)
+    Si, det_S = inverse3(S)
     z1 = mm(Si, x1 - mm(BCi, x2))  # S z1 = x1 - B C^-1 x2
     z2 = mm(Ci, x2) - mm(swap(BCi), z1)  # z2 = C^-1 (x2 - B* z1), C symmetric
     return jnp.concatenate([z1, z2], -2), jnp.log(det_C) + jnp.log(det_S)

@@ -18,6 +18,8 @@ import numpy as np
 
 from jaxmb.compilation import eager_jit
 from jaxmb.precision import full_precision
+from jaxmb.rows import put_rows, take_rows
+from jaxmb.spatial import inverse3, mm, mv, swap
 
 
 @eager_jit
@@ -31,9 +33,8 @@ def constraint_residual(lm, q):
 
 def _on_constrained(lm, q):
     """``x -> phi(q with its constrained coordinates set to x)``, and ``q``'s constrained coordinates."""
-    idx = jnp.asarray(lm.c_q_index, int)
     q = jnp.asarray(q)
-    return (lambda x: constraint_residual(lm, q.at[idx].set(x))), q[idx]
+    return (lambda x: constraint_residual(lm, put_rows(q, lm.c_q_index, x))), take_rows(q, lm.c_q_index)
 
 
 @full_precision
@@ -48,7 +49,7 @@ def constrained_jacobian(lm, q):
 def constraint_jacobian(lm, q):
     """``K = dphi/dq`` (nc, nv); zero outside the loop clusters' coordinates."""
     K_c = constrained_jacobian(lm, q)
-    return jnp.zeros((lm.nc, lm.nv), q.dtype).at[:, jnp.asarray(lm.c_index, int)].set(K_c)
+    return swap(put_rows(jnp.zeros((lm.nv, lm.nc), K_c.dtype), lm.c_index, swap(K_c)))
 
 
 @eager_jit
@@ -56,7 +57,7 @@ def constraint_jacobian(lm, q):
 def constraint_bias(lm, q, qd):
     """``k = -Kdot qd`` (nc,), the right side of ``K qdd = k``."""
     f, x = _on_constrained(lm, q)
-    xd = qd[jnp.asarray(lm.c_index, int)]
+    xd = take_rows(qd, lm.c_index)
     velocity = lambda x: jax.jvp(f, (x,), (xd,))[1]  # K(x) xd
     return -jax.jvp(velocity, (x,), (xd,))[1]
 
@@ -75,11 +76,44 @@ def _split(cluster, K_c):
     return K_S[:, list(cluster.dependent)], K_S[:, list(cluster.independent)]
 
 
+def _solve(A, B):
+    """``A^-1 B`` for a small square ``A`` (m, m) and ``B`` (m, c): by the inverse from cross products (`inverse3`)
+    up to m = 3, as the loops of robots have, else by LU. XLA's CPU backend runs the LU factorization with a
+    loop over the batch for its pivots; this is a few vector operations."""
+    m = A.shape[-1]
+    if m > 3:
+        return jnp.linalg.solve(A, B)
+    if m == 1:
+        return B / A
+    if m == 2:
+        (a, b), (c, d) = A[0], A[1]
+        return mm(jnp.stack([jnp.stack([d, -b]), jnp.stack([-c, a])]), B) / (a * d - b * c)
+    A_inv, _ = inverse3(A)
+    return mm(A_inv, B)
+
+
+def _in_cluster_order(cluster, independent, dependent):
+    """A cluster's rows in ``v_index`` order from its ``independent`` rows (ny_S, ...) and its ``dependent`` rows
+    (m, ...)."""
+    at = np.concatenate([cluster.independent, cluster.dependent]).astype(int)
+    return take_rows(jnp.concatenate([independent, dependent]), np.argsort(at))
+
+
 def _cluster_G(cluster, K_d, K_i):
-    n = len(cluster.v_index)
-    G = jnp.zeros((n, cluster.ny), K_d.dtype)
-    G = G.at[np.asarray(cluster.independent), np.arange(cluster.ny)].set(1.0)
-    return G.at[np.asarray(cluster.dependent)].set(-jnp.linalg.solve(K_d, K_i))  # X_S = [-Y1^-1 Y2; 1]  (15.26)
+    eye = jnp.eye(cluster.ny, dtype=K_d.dtype)
+    return _in_cluster_order(cluster, eye, -_solve(K_d, K_i))  # X_S = [-Y1^-1 Y2; 1]  (15.26)
+
+
+def _spanning(lm, y, cluster_rows):
+    """A spanning vector (nv, ...) from the independent ``y`` (ny, ...), whose rows it takes outside the loop
+    clusters, and each loop cluster's rows (n_S, ...) in ``cluster_rows``; zero elsewhere."""
+    inside = {v for c in lm.loop_clusters for v in c.v_index}
+    outside = [(v, i) for i, v in enumerate(lm.y_v_index) if v not in inside]
+    at = [v for v, _ in outside] + [v for c in lm.loop_clusters for v in c.v_index]
+    rows = jnp.concatenate([take_rows(y, [i for _, i in outside]), *cluster_rows])
+    if len(at) == lm.nv:
+        return take_rows(rows, np.argsort(at))
+    return put_rows(jnp.zeros((lm.nv,) + y.shape[1:], y.dtype), at, rows)
 
 
 def _cluster_maps(lm, q):
@@ -99,29 +133,25 @@ def embedding(lm, q, yd) -> Embedding:
     and the spanning velocity ``qd = G yd``: the one evaluation of ``K`` and ``k`` that the functions taking an
     `Embedding` share."""
     yd = jnp.asarray(yd)
-    qd = jnp.zeros(lm.nv, yd.dtype).at[jnp.asarray(lm.y_v_index, int)].set(yd)
     if not lm.constraints:
-        return Embedding((), (), qd)
+        return Embedding((), (), _spanning(lm, yd, []))
     maps = _cluster_maps(lm, q)
-    for c, (G, _) in zip(lm.loop_clusters, maps):
-        qd = qd.at[np.asarray(c.v_index)].set(G @ yd[np.asarray(c.y_index)])
+    qd = _spanning(lm, yd, [mv(G, take_rows(yd, c.y_index)) for c, (G, _) in zip(lm.loop_clusters, maps)])
     k = constraint_bias(lm, q, qd)
     gs = []
     for c, (_, K_d) in zip(lm.loop_clusters, maps):
-        g = jnp.zeros(len(c.v_index), qd.dtype)
-        gs.append(g.at[np.asarray(c.dependent)].set(jnp.linalg.solve(K_d, k[np.asarray(c.rows)])))  # (15.27)
+        g_d = _solve(K_d, take_rows(k, c.rows)[:, None])[:, 0]
+        gs.append(_in_cluster_order(c, jnp.zeros(c.ny, g_d.dtype), g_d))  # g_S = [K_d^-1 k_S; 0]  (15.27)
     return Embedding(tuple(G for G, _ in maps), tuple(gs), qd)
 
 
 @eager_jit
 def dense_embedding(lm, emb: Embedding):
     """The whole ``G`` (nv, ny) of an `Embedding` (identity columns outside the loop clusters)."""
-    G = jnp.zeros((lm.nv, lm.ny), emb.qd.dtype)
-    outside = [v for v in lm.y_v_index if v not in set(lm.c_index)]
-    G = G.at[np.asarray(outside, int), np.asarray([lm.y_v_index.index(v) for v in outside], int)].set(1.0)
-    for c, G_S in zip(lm.loop_clusters, emb.G):
-        G = G.at[np.ix_(c.v_index, c.y_index)].set(G_S)
-    return G
+    eye = jnp.eye(lm.ny, dtype=emb.qd.dtype)
+    blocks = [swap(put_rows(jnp.zeros((lm.ny, len(c.v_index)), G_S.dtype), c.y_index, swap(G_S)))
+              for c, G_S in zip(lm.loop_clusters, emb.G)]  # G_S's columns at its y_index
+    return _spanning(lm, eye, blocks)
 
 
 @eager_jit
@@ -129,10 +159,8 @@ def dense_embedding(lm, emb: Embedding):
 def lift_acceleration(lm, emb: Embedding, ydd):
     """``qdd = G ydd + g`` (nv,) of an `Embedding`."""
     ydd = jnp.asarray(ydd)
-    qdd = jnp.zeros(lm.nv, ydd.dtype).at[jnp.asarray(lm.y_v_index, int)].set(ydd)
-    for c, G, g in zip(lm.loop_clusters, emb.G, emb.g):
-        qdd = qdd.at[np.asarray(c.v_index)].set(G @ ydd[np.asarray(c.y_index)] + g)
-    return qdd
+    return _spanning(lm, ydd, [mv(G, take_rows(ydd, c.y_index)) + g
+                               for c, G, g in zip(lm.loop_clusters, emb.G, emb.g)])
 
 
 @eager_jit
@@ -175,4 +203,4 @@ def independent_configuration(lm, q):
 def generalized_force(lm, q, tau):
     """``G* tau`` (ny,): the independent coordinates' forces from spanning-tree joint forces ``tau`` (nv,)
     (book 15.12; actuators on dependent joints act through ``G*``)."""
-    return embedding_matrix(lm, q).T @ tau
+    return mv(swap(embedding_matrix(lm, q)), tau)
