@@ -7,6 +7,7 @@ import numpy as np
 from jaxmb.compilation import eager_jit
 from jaxmb.joints import KINDS
 from jaxmb.model import check_shapes
+from jaxmb.rows import take_rows
 
 
 def neutral_configuration(model):
@@ -17,17 +18,23 @@ def neutral_configuration(model):
     return jnp.asarray(q, model.mass.dtype)
 
 
+def _in_q_order(model, per_block):
+    """The (nq,) vector whose entries ``q_index`` of each kind block are that block's (n, nq_kind) values in
+    ``per_block``: one gather of their concatenation, where a scatter per block would run on XLA's CPU backend as a
+    loop over a batch's states."""
+    blocks = model.topology.kind_blocks
+    at = np.concatenate([np.asarray(blk.q_index).reshape(-1) for blk in blocks])
+    return take_rows(jnp.concatenate([x.reshape(-1) for x in per_block]), np.argsort(at))
+
+
 @eager_jit
 def random_configuration(model, key):
     """A random configuration (nq,): uniform within joint limits (``[-pi, pi]`` where a joint has none, unit
     cube for a free base's position), uniform random unit quaternions."""
-    q = jnp.zeros(model.nq, model.mass.dtype)
     keys = jax.random.split(key, model.nb)
-    for blk in model.topology.kind_blocks:
-        kind = KINDS[blk.kind]
-        qk = jax.vmap(kind.random)(keys[blk.bodies], model.q_lower[blk.q_index], model.q_upper[blk.q_index])
-        q = q.at[blk.q_index].set(qk)
-    return q
+    return _in_q_order(model, [jax.vmap(KINDS[blk.kind].random)(keys[blk.bodies], model.q_lower[blk.q_index],
+                                                                 model.q_upper[blk.q_index]).astype(model.mass.dtype)
+                               for blk in model.topology.kind_blocks])
 
 
 @eager_jit
@@ -35,11 +42,8 @@ def configuration_rate(model, q, qd):
     """``dq/dt`` (nq,) for joint velocities ``qd`` (nv,): quaternion rates for spherical and free joints, the
     world-frame position rate of a free base. For integrating (q, qd) with an ODE solver in ``q``'s coordinates."""
     check_shapes(model, q=q, qd=qd)
-    out = jnp.zeros_like(q)
-    for blk in model.topology.kind_blocks:
-        kind = KINDS[blk.kind]
-        out = out.at[blk.q_index].set(jax.vmap(kind.configuration_rate)(q[blk.q_index], qd[blk.v_index]))
-    return out
+    return _in_q_order(model, [jax.vmap(KINDS[blk.kind].configuration_rate)(q[blk.q_index], qd[blk.v_index])
+                               for blk in model.topology.kind_blocks])
 
 
 @eager_jit
@@ -47,9 +51,5 @@ def integrate(model, q, qd, dt):
     """The configuration reached from ``q`` moving at constant ``qd`` for ``dt`` (each joint on its manifold;
     quaternions renormalized here and only here), (nq,)."""
     check_shapes(model, q=q, qd=qd)
-    out = jnp.zeros_like(q)
-    for blk in model.topology.kind_blocks:
-        kind = KINDS[blk.kind]
-        step = jax.vmap(lambda qk, vk: kind.integrate(qk, vk, dt))
-        out = out.at[blk.q_index].set(step(q[blk.q_index], qd[blk.v_index]))
-    return out
+    return _in_q_order(model, [jax.vmap(lambda qk, vk, kind=KINDS[blk.kind]: kind.integrate(qk, vk, dt))(
+        q[blk.q_index], qd[blk.v_index]) for blk in model.topology.kind_blocks])
