@@ -1,7 +1,8 @@
 """Batches on the CPU a chunk of states at a time, each chunk with the batch as the last axis of its arrays:
 `in_cpu_chunks`, the batching rule of `forward_dynamics`, `inverse_dynamics`, `mass_matrix`, `mass_matrix_inverse`,
 `task_space` and the analytic derivatives, for the functions and for their derivatives (`linear_in_cpu_chunks`),
-and `chunked_vmap` for any function.
+and `chunked_vmap` for any function. The closed loops' forward dynamics is batched in chunks too, each chunk by
+`jax.vmap` (``batch_last=False``): its dense cluster steps run faster so.
 
 Under `jax.vmap` a batch of 6x6 inertias is (B, 6, 6), and the unrolled small products of the sweeps read and write
 rows of 3 or 6 numbers, which XLA's CPU loops do not vectorize. Held as (6, 6, B), every operand of a product is a

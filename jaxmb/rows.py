@@ -177,7 +177,8 @@ def put_rows(x, idx, values):
     """``x.at[idx].set(values)`` for a static index array ``idx`` (k,) of distinct rows: (n, ...) with (k, ...) ->
     (n, ...), as one `take_rows` of ``[x; values]``. A scatter with indices runs on XLA's CPU backend as a loop
     over them, a batch of states included; this is a gather, and its transpose a `sum_rows`."""
-    x, values = jnp.asarray(x), jnp.asarray(values)
+    x = jnp.asarray(x)
+    values = jnp.asarray(values).astype(x.dtype)
     idx = np.asarray(_static(idx), dtype=int)
     n = x.shape[0]
     if len(set(idx.tolist())) != len(idx) or np.any((idx < 0) | (idx >= n)):
@@ -188,4 +189,4 @@ def put_rows(x, idx, values):
     source[idx] = n + np.arange(len(idx))
     if np.array_equal(np.sort(idx), np.arange(n)):  # every row replaced: a permutation of the values alone
         return take_rows(values, source - n)
-    return take_rows(jnp.concatenate([x, values.astype(x.dtype)]), source)
+    return take_rows(jnp.concatenate([x, values]), source)

@@ -29,9 +29,8 @@ at any ``q``, closed or not, since both sides embed at ``q``.
 Under `jax.vmap` on the CPU a batch is computed 128 states at a time (`jaxmb.batching.in_cpu_chunks`), each chunk
 by `jax.vmap`: the dense cluster steps keep their batched products, and a chunk's arrays stay in the caches
 (through one `vmap`, 1024 states of the four-bar leg took 3.3 or 7.3 us/state in two programs that differed in one
-gather; in chunks 3.1). The batch-last interpreter of the tree's sweeps runs these steps 1.5-1.9x
-slower. The sweeps gather and sum rows (`jaxmb.rows`) where a scatter would be a loop over the batch.
-"""
+gather; in chunks 3.1). The batch-last interpreter of the tree's sweeps runs these steps 1.5-1.9x slower. The
+sweeps gather and sum rows (`jaxmb.rows`) where a scatter would be a loop over the batch."""
 
 import jax
 import jax.numpy as jnp
