@@ -7,7 +7,7 @@ import numpy as np
 from jaxmb.compilation import eager_jit
 from jaxmb.joints import KINDS
 from jaxmb.model import check_shapes
-from jaxmb.rows import take_rows
+from jaxmb.rows import place_rows
 
 
 def neutral_configuration(model):
@@ -20,11 +20,9 @@ def neutral_configuration(model):
 
 def _in_q_order(model, per_block):
     """The (nq,) vector whose entries ``q_index`` of each kind block are that block's (n, nq_kind) values in
-    ``per_block``: one gather of their concatenation, where a scatter per block would run on XLA's CPU backend as a
-    loop over a batch's states."""
-    blocks = model.topology.kind_blocks
-    at = np.concatenate([np.asarray(blk.q_index).reshape(-1) for blk in blocks])
-    return take_rows(jnp.concatenate([x.reshape(-1) for x in per_block]), np.argsort(at))
+    ``per_block`` (`jaxmb.rows.place_rows`: no scatter)."""
+    at = np.concatenate([np.asarray(blk.q_index).reshape(-1) for blk in model.topology.kind_blocks])
+    return place_rows([x.reshape(-1) for x in per_block], at)
 
 
 @eager_jit

@@ -4,6 +4,7 @@ other's transpose.
     take_rows(x, idx):     y[j] = x[idx[j]]                 a body gathers its parent's row (`down`)
     sum_rows(x, idx, n):   y[i] = sum_{j: idx[j] = i} x[j]  a parent receives the sum over its children (`up`)
     put_rows(x, idx, v):   x with the rows idx replaced by v  (``x.at[idx].set(v)``, as one `take_rows`)
+    place_rows(parts, at): y[at[j]] = concat(parts)[j]          pieces assembled in row order (one `take_rows`)
 
 ``idx`` is a static index array (numpy), known from the topology. The transpose of `take_rows` is `sum_rows` and
 the transpose of `sum_rows` is `take_rows` (the adjoint of the `up` sweep is a `down` sweep, Lemmas 9.1-9.2); JAX's
@@ -190,3 +191,13 @@ def put_rows(x, idx, values):
     if np.array_equal(np.sort(idx), np.arange(n)):  # every row replaced: a permutation of the values alone
         return take_rows(values, source - n)
     return take_rows(jnp.concatenate([x, values]), source)
+
+
+def place_rows(parts, at):
+    """The rows of ``parts`` (arrays (k_i, ...), concatenated) put in the rows ``at`` (a permutation of
+    ``0..sum k_i - 1``) of the result: ``y[at[j]] = concatenate(parts)[j]``, by one `take_rows` where a scatter
+    per part would be a loop over a batch's states on XLA's CPU backend."""
+    at = np.asarray(at, dtype=int).reshape(-1)
+    if not np.array_equal(np.sort(at), np.arange(len(at))):
+        raise ValueError(f"place_rows: the rows {at.tolist()} are not a permutation of 0..{len(at) - 1}")
+    return take_rows(jnp.concatenate(parts) if len(parts) > 1 else parts[0], np.argsort(at))

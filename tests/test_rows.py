@@ -2,7 +2,7 @@
 ``np.add.at`` in both lowerings (the CPU's, a gathered block per number of summands, and the GPU's, a gather per
 rank), are each other's transpose, batch along any axis, and keep the dynamics and their gradients free of scatters
 in both forms (XLA's CPU backend runs a scatter as a loop over its indices). `put_rows` is ``x.at[idx].set(v)``
-without a scatter, in value, gradient and batch."""
+without a scatter, in value, gradient and batch; `place_rows` assembles pieces in row order."""
 
 import contextlib
 
@@ -104,6 +104,16 @@ def test_put_rows_names_repeated_rows_and_wrong_shapes():
         rows.put_rows(np.zeros((6, 2)), [6], np.zeros((1, 2)))
     with pytest.raises(ValueError, match=r"\(2, 3\) values for 2 rows of \(6, 2\)"):
         rows.put_rows(np.zeros((6, 2)), [0, 1], np.zeros((2, 3)))
+
+
+def test_place_rows_puts_each_part_row_where_at_says():
+    parts = [jnp.arange(6.0).reshape(3, 2), -jnp.ones((2, 2))]
+    at = [4, 0, 2, 1, 3]
+    want = np.zeros((5, 2))
+    want[at] = np.concatenate(parts)
+    np.testing.assert_array_equal(rows.place_rows(parts, at), want)
+    with pytest.raises(ValueError, match="not a permutation of 0..2"):
+        rows.place_rows([jnp.zeros((3, 2))], [0, 0, 2])
 
 
 @pytest.fixture(scope="module")

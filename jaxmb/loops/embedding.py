@@ -18,7 +18,7 @@ import numpy as np
 
 from jaxmb.compilation import eager_jit
 from jaxmb.precision import full_precision
-from jaxmb.rows import put_rows, take_rows
+from jaxmb.rows import place_rows, put_rows, take_rows
 from jaxmb.spatial import inverse3, mm, mv, swap
 
 
@@ -95,8 +95,7 @@ def _solve(A, B):
 def _in_cluster_order(cluster, independent, dependent):
     """A cluster's rows in ``v_index`` order from its ``independent`` rows (ny_S, ...) and its ``dependent`` rows
     (m, ...)."""
-    at = np.concatenate([cluster.independent, cluster.dependent]).astype(int)
-    return take_rows(jnp.concatenate([independent, dependent]), np.argsort(at))
+    return place_rows([independent, dependent], np.concatenate([cluster.independent, cluster.dependent]))
 
 
 def _cluster_G(cluster, K_d, K_i):
@@ -112,7 +111,7 @@ def _spanning(lm, y, cluster_rows):
     at = [v for v, _ in outside] + [v for c in lm.loop_clusters for v in c.v_index]
     rows = jnp.concatenate([take_rows(y, [i for _, i in outside]), *cluster_rows])
     if len(at) == lm.nv:
-        return take_rows(rows, np.argsort(at))
+        return place_rows([rows], at)
     return put_rows(jnp.zeros((lm.nv,) + y.shape[1:], y.dtype), at, rows)
 
 
