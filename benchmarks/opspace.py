@@ -4,13 +4,14 @@
     python benchmarks/opspace.py            # float32 and float64, batch 1024
     python benchmarks/opspace.py --quick    # float32, batch 256
 
-Per number of frames: jaxmb's `operational_space_compliance` (two column sweeps after the articulated-body
-sweep, O(N x 6m)) as jit(vmap) per-state time and compile time; a dense JAX route (frame Jacobians, CRBA mass
-matrix, Cholesky solve) in the same jit(vmap); Pinocchio's ``computeDelassusMatrix`` (6-D rigid constraints at
-the frames: the same matrix) and ``computeMinverse`` + ``getFrameJacobian`` + numpy products, each in a
-single-call loop (Pinocchio has no parallel version of either); with more than one core, also the sweeps with
-the batch split over one CPU device per core (``jaxmb.sharded_vmap``), against the Delassus loop as if it ran on
-every core at once. Writes
+Per number of frames: jaxmb's `operational_space_compliance` (the articulated-body sweep at rest, then each
+frame's columns walked up its path to the root) as jit(vmap) per-state time and compile time; without --quick
+also the compliance of `task_space`'s two column sweeps over the whole tree (O(N x 6m); they also give
+``M^-1 J*``); a dense JAX route (frame Jacobians, CRBA mass matrix, Cholesky solve) in the same jit(vmap);
+Pinocchio's ``computeDelassusMatrix`` (6-D rigid constraints at the frames: the same matrix) and
+``computeMinverse`` + ``getFrameJacobian`` + numpy products, each in a single-call loop (Pinocchio has no parallel
+version of either); with more than one core, also the walk with the batch split over one CPU device per core
+(``jaxmb.sharded_vmap``), against the Delassus loop as if it ran on every core at once. Writes
 ``benchmarks/results/opspace-<backend>-<cores>core.json`` and a plot beside it.
 """
 
@@ -30,9 +31,12 @@ FRAMES = ("gripper_left_base_link", "gripper_right_base_link", "left_sole_link",
 COUNTS = (1, 2, 4)
 
 
-def jaxmb_functions(model, frames):
-    def sweeps(q):
+def jaxmb_functions(model, frames, quick):
+    def walk(q):
         return jaxmb.operational_space_compliance(model, q, frames)
+
+    def column_sweeps(q):
+        return jaxmb.task_space(model, q, frames).Lambda_inv
 
     @full_precision  # as jaxmb's own dense products, so that neither route runs in TensorFloat-32 on a GPU
     def dense(q):
@@ -40,7 +44,7 @@ def jaxmb_functions(model, frames):
         factor = jax.scipy.linalg.cho_factor(jaxmb.mass_matrix(model, q))
         return J @ jax.scipy.linalg.cho_solve(factor, J.T)
 
-    return {"sweeps": sweeps, "dense_jax": dense}
+    return {"walk": walk, "dense_jax": dense} | ({} if quick else {"column_sweeps": column_sweeps})
 
 
 def pinocchio_peer(frames, loop_states=200):
@@ -79,7 +83,7 @@ def pinocchio_peer(frames, loop_states=200):
             for name, fn in (("delassus", delassus), ("minverse_jacobians", minverse))}
 
 
-def run(dtypes, batch, counts=COUNTS):
+def run(dtypes, batch, counts=COUNTS, quick=False):
     rows = []
     for n in counts:
         frames = FRAMES[:n]
@@ -95,7 +99,7 @@ def run(dtypes, batch, counts=COUNTS):
             model = load(ROBOT, True, dtype)
             keys = jax.random.split(jax.random.PRNGKey(0), batch)
             q = jax.vmap(lambda k: jaxmb.random_configuration(model, k))(keys).astype(dtype)
-            for route, fn in jaxmb_functions(model, frames).items():
+            for route, fn in jaxmb_functions(model, frames, quick).items():
                 t_compile, compiled = compile_time(jaxmb.jit(jax.vmap(fn)), q)
                 if peer is None:
                     t, delassus_s, ratio = best_time(compiled, q) / batch, None, None
@@ -104,7 +108,7 @@ def run(dtypes, batch, counts=COUNTS):
                 row = dict(robot=ROBOT, frames=n, route=route, dtype=jnp.dtype(dtype).name, batch=batch,
                            s_per_state=t, compile_s=t_compile, pinocchio_delassus_s=delassus_s,
                            ratio_vs_pinocchio_delassus=ratio, pinocchio_minverse_jacobians_s=minverse_s)
-                if route == "sweeps" and len(jax.devices()) > 1:
+                if route == "walk" and len(jax.devices()) > 1:
                     t_sharded, sharded_ratio = sharded_versus(fn, (q,), batch, peer and peer["delassus"], 1)
                     row.update(devices=len(jax.devices()), sharded_s_per_state=t_sharded,
                                sharded_ratio_vs_pinocchio_delassus=sharded_ratio)
@@ -114,11 +118,11 @@ def run(dtypes, batch, counts=COUNTS):
                 if "devices" in row:
                     versus_text += (f"; sharded over {row['devices']} devices: {t_sharded * 1e6:.2f} us/state"
                                     + ("" if peer is None else f", x{sharded_ratio:.3f} of the loop on every core"))
-                print(f"  {route:10s} {row['dtype']:8s}: {t * 1e6:8.2f} us/state, compile {t_compile:5.2f} s"
+                print(f"  {route:13s} {row['dtype']:8s}: {t * 1e6:8.2f} us/state, compile {t_compile:5.2f} s"
                       + versus_text)
-        sweeps = {r["dtype"]: r["s_per_state"] for r in rows if r["frames"] == n and r["route"] == "sweeps"}
+        walk = {r["dtype"]: r["s_per_state"] for r in rows if r["frames"] == n and r["route"] == "walk"}
         dense = {r["dtype"]: r["s_per_state"] for r in rows if r["frames"] == n and r["route"] == "dense_jax"}
-        print("  sweeps / dense JAX time: " + ", ".join(f"{d} {sweeps[d] / dense[d]:.2f}" for d in sweeps))
+        print("  walk / dense JAX time: " + ", ".join(f"{d} {walk[d] / dense[d]:.2f}" for d in walk))
     return rows
 
 
@@ -129,14 +133,15 @@ def plot(rows, path):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for route in ("sweeps", "dense_jax"):
+    for route in ("walk", "column_sweeps", "dense_jax"):
         for dtype in sorted({r["dtype"] for r in rows}):
             sel = [r for r in rows if r["route"] == route and r["dtype"] == dtype]
-            ax.plot([r["frames"] for r in sel], [r["s_per_state"] * 1e6 for r in sel], "o-",
-                    label=f"jaxmb {route} {dtype}")
+            if sel:
+                ax.plot([r["frames"] for r in sel], [r["s_per_state"] * 1e6 for r in sel], "o-",
+                        label=f"jaxmb {route} {dtype}")
     delassus = {}  # frames -> Pinocchio's best per-state seconds over the runs against each precision
     for r in rows:
-        if r["route"] == "sweeps" and r["pinocchio_delassus_s"]:
+        if r["route"] == "walk" and r["pinocchio_delassus_s"]:
             delassus[r["frames"]] = min(delassus.get(r["frames"], np.inf), r["pinocchio_delassus_s"])
     if delassus:
         ax.plot(sorted(delassus), [delassus[f] * 1e6 for f in sorted(delassus)], "k--",
@@ -162,7 +167,7 @@ def main():
     args = ap.parse_args()
     dtypes = [jnp.float32] + ([] if args.quick else [jnp.float64])
     batch = args.batch or (256 if args.quick else 1024)
-    rows = run(dtypes, batch, args.frames)
+    rows = run(dtypes, batch, args.frames, args.quick)
     if not args.no_save:
         path = save("opspace", {"machine": machine(), "results": rows})
         plot(rows, path.with_suffix(".png"))

@@ -164,7 +164,7 @@ def _operators_rows(res):
 def _opspace_rows(res):
     rows = []
     for r in res.get("results", []):
-        if r["route"] == "sweeps":
+        if r["route"] == "walk":
             figure = f"Lambda^-1, {r['frames']} frame(s), {r['robot']} {r['dtype']}"
             rows.append((figure, f"{r['s_per_state'] * 1e6:.3g} us/state",
                          f"{_fmt(r.get('ratio_vs_pinocchio_delassus'), 'x')} Pinocchio computeDelassusMatrix"))

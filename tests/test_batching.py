@@ -119,6 +119,8 @@ CHUNKED = {
     "mass_matrix": lambda model, q, qd, x: jaxmb.mass_matrix(model, q),
     "mass_matrix_inverse": lambda model, q, qd, x: jaxmb.mass_matrix_inverse(model, q),
     "task_space": lambda model, q, qd, x: jaxmb.task_space(model, q, model.frame_names[-2:]),
+    "operational_space_compliance": lambda model, q, qd, x: jaxmb.operational_space_compliance(
+        model, q, model.frame_names[-3:]),
     "inverse_dynamics_derivatives": jaxmb.inverse_dynamics_derivatives,
     "forward_dynamics_derivatives": jaxmb.forward_dynamics_derivatives,
 }

@@ -20,7 +20,7 @@ from jax.test_util import check_grads
 
 import checks
 import jaxmb
-from jaxmb.testing import random_model, random_state
+from jaxmb.testing import random_inertia, random_model, random_state
 
 RTOL = 1e-10
 
@@ -353,3 +353,77 @@ def test_task_errors_name_the_problem():
         jaxmb.operational_space_compliance(m, q, ["b5", "b5"])
     with pytest.raises(ValueError, match="task rows"):
         jaxmb.operational_space_control(m, q, jnp.zeros(m.nv), "b5", jnp.zeros(3))
+
+
+def _two_trees_with_frames():
+    """Two trees on a fixed base, with spherical, planar and revolute joints on the frames' paths (so that one walk
+    step meets joints of different sizes), and frames on the world, on a root, twice on one body, and on both
+    trees."""
+    rng = np.random.default_rng(7)
+    b = jaxmb.ModelBuilder("two-trees")
+    bodies = (("a0", None, jaxmb.joints.spherical()), ("a1", "a0", jaxmb.joints.revolute((0, 1, 0))),
+              ("a2", "a1", jaxmb.joints.planar()), ("a3", "a0", jaxmb.joints.prismatic((1, 0, 0))),
+              ("a4", "a3", jaxmb.joints.revolute((0, 0, 1))), ("c0", None, jaxmb.joints.revolute((1, 0, 0))),
+              ("c1", "c0", jaxmb.joints.spherical()))
+    for name, parent, joint in bodies:
+        mass, com, inertia = random_inertia(rng)
+        b.add_body(name, parent, joint, placement=(np.eye(3), rng.uniform(-0.5, 0.5, 3)), mass=mass, com=com,
+                   inertia=inertia)
+    for name, body in (("ground", None), ("tip", "a2"), ("tip2", "a2"), ("side", "a4"), ("root", "a0"),
+                       ("other", "c1")):
+        b.add_frame(name, body, (np.eye(3), rng.uniform(-0.3, 0.3, 3)))
+    return b.build()
+
+
+WALK_TASKS = {
+    "all": ("tip", "ground", "side", "other", "root", "tip2"),
+    "one tree": ("side", "tip"),
+    "root only": ("root",),
+    "world only": ("ground",),
+}
+
+
+@pytest.mark.parametrize("reference", ["local", "world_aligned"])
+def test_compliance_walk_equals_column_sweeps_and_J_Minv_Jstar_for_frames_anywhere(reference):
+    """The frames' walk up their paths (`jaxmb.dynamics.compliance`) gives the compliance of the column sweeps
+    (`task_space`, B* Z) and of the dense J M^-1 J*: frames fixed to the world have zero rows, frames on two
+    trees of a fixed base a zero block, and a spherical joint meets planar and prismatic ones at one step."""
+    m = _two_trees_with_frames()
+    qs = jnp.stack([random_state(m, jax.random.PRNGKey(s))[0] for s in range(3)])
+
+    @checks.fast_jit
+    def both(q):
+        out = {}
+        for name, frames in WALK_TASKS.items():
+            for r, axes in ((6, None), (2, (1, 5))):
+                out[name, r] = (jaxmb.operational_space_compliance(m, q, frames, axes, reference),
+                                   jaxmb.task_space(m, q, frames, axes, reference))
+        return out, jaxmb.mass_matrix(m, q)
+
+    out, M = jax.tree.map(np.asarray, jax.vmap(both)(qs))
+    for (name, r), (walked, ts) in out.items():
+        for i in range(len(qs)):
+            assert_close(walked[i], ts.Lambda_inv[i])
+            assert_close(walked[i], ts.J[i] @ np.linalg.solve(M[i], ts.J[i].T))
+            if "ground" in WALK_TASKS[name]:
+                g = WALK_TASKS[name].index("ground")
+                assert not walked[i][r * g : r * g + r].any() and not walked[i][:, r * g : r * g + r].any()
+    tip, other = WALK_TASKS["all"].index("tip"), WALK_TASKS["all"].index("other")
+    assert not out["all", 6][0][:, 6 * tip : 6 * tip + 6, 6 * other : 6 * other + 6].any()
+
+
+def test_compliance_walk_visits_only_the_frames_ancestors():
+    """Each step of the walk holds every frame whose path is still that long, at its s-th ancestor: the walk
+    visits the bodies of the frames' paths, each once per frame below it, and no other body."""
+    m = _two_trees_with_frames()
+    t = jaxmb.dynamics.opspace.task(m, WALK_TASKS["all"])
+    plan = jaxmb.dynamics.compliance.walk(m.topology, t.body)
+    paths = {f: m.topology.ancestors(t.body[f]) for f in plan.order}
+    assert [len(paths[f]) for f in plan.order] == sorted((len(p) for p in paths.values()), reverse=True)
+    assert t.frames[t.body.index(-1)] == "ground" and t.body.index(-1) not in plan.order
+    for s, step in enumerate(plan.steps):
+        at = {int(f): int(b) for g in step.groups for f, b in zip(plan.order[g.pos], g.body)}
+        assert at == {int(f): paths[f][s] for f in plan.order if len(paths[f]) > s}
+        for g in step.groups:
+            assert np.all(m.topology.nv_body[g.body] == g.dofs.shape[1])
+    assert sum(len(p) for p in paths.values()) == sum(len(g.pos) for step in plan.steps for g in step.groups)

@@ -328,8 +328,9 @@ def test_centroidal_momentum_matrix(case):
 
 @pytest.mark.parametrize("name", [f"{n}_frames" for n in OPSPACE_FRAMES] + ["world_aligned"])
 def test_operational_space_compliance(case, name):
-    """Lambda^-1 by jaxmb's two column sweeps against J M^-1 J* from Pinocchio's frame Jacobians and mass matrix,
-    for the last task frame and the last 4 of the case (frame axes), and for all of them with world axes."""
+    """Lambda^-1 along the frames' paths (jaxmb.dynamics.compliance) against J M^-1 J* from Pinocchio's frame
+    Jacobians and mass matrix, for the last task frame and the last 4 of the case (frame axes), and for all of them
+    with world axes."""
     check(case, f"operational_space_compliance_{name.removesuffix('_frames')}")
 
 

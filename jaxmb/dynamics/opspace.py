@@ -20,8 +20,13 @@ Multi-right-hand-side sweeps (book_part2 digest, section 2). With ``B`` the task
     Lambda_inv = B* Z = B* psi* H* D^-1 H psi B = B* Omega B                             (10.12)
     M^-1 J* = mu = [I - H psi K]* D^-1 H psi B                                           (7.18, 7.10)
 
-so one pair of sweeps gives the compliance and ``M^-1 J*`` at O(N x columns). The columns are stored as rows
-(c, 6) per body, so every spatial operator of `jaxmb.spatial` applies to them unchanged.
+so one pair of sweeps gives the compliance and ``M^-1 J*`` at O(N x columns) (`task_space`). The columns are
+stored as rows (c, 6) per body, so every spatial operator of `jaxmb.spatial` applies to them unchanged.
+
+The compliance alone (`operational_space_compliance`, `operational_space_inertia`, `operational_space_bias`) needs
+neither the down sweep nor the columns away from the frames' paths: ``Lambda_inv = sum_k (H X)*(k) D^-1(k) (H X)(k)``
+with ``X(k)`` nonzero only on the ancestors of the frames, so each frame's columns walk up its own path
+(`jaxmb.dynamics.compliance`).
 """
 
 import functools
@@ -34,6 +39,7 @@ import numpy as np
 from jaxmb.batching import in_cpu_chunks
 from jaxmb.compilation import eager_jit
 from jaxmb.dynamics.articulated import articulated_body, solve_small
+from jaxmb.dynamics.compliance import compliance
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.kinematics import forward_kinematics, frame_poses, jacobians
 from jaxmb.model import check_shapes
@@ -182,12 +188,25 @@ def task_space(model, q, frames, axes=None, reference="local") -> TaskSpace:
     return _task_space_in_chunks(task(model, frames, axes, reference))(model, q)
 
 
+@functools.cache
+def _compliance_in_chunks(t: Task):
+    """`jaxmb.dynamics.compliance.compliance` at rest for the task ``t`` as a function of ``(model, q)``, batched in
+    chunks (`jaxmb.batching.in_cpu_chunks`); one per task."""
+
+    def at_rest(model, q):
+        return compliance(model, q, *_directions(model, q, t), t.body, _at_rest(model, q))
+
+    return in_cpu_chunks(full_precision(at_rest))
+
+
 @eager_jit(static_argnames=("frames", "axes", "reference"))
-@full_precision
 def operational_space_compliance(model, q, frames, axes=None, reference="local"):
     """``Lambda_inv = J M^-1 J*`` (c, c) for the task frames (10.6, 10.12), without forming ``M`` or ``M^-1``;
-    rows frame by frame, ``axes`` rows each. O(N x c)."""
-    return task_space(model, q, frames, axes, reference).Lambda_inv
+    rows frame by frame, ``axes`` rows each: the articulated-body sweep at rest, then each frame's columns walked up
+    its path to the root (`jaxmb.dynamics.compliance`), O(N + depth x c). Under ``jax.vmap`` on the CPU a batch is
+    computed in chunks with the batch last (`jaxmb.batching.in_cpu_chunks`)."""
+    check_shapes(model, q=q)
+    return _compliance_in_chunks(task(model, frames, axes, reference))(model, q)
 
 
 class TaskInertia(NamedTuple):
@@ -240,12 +259,12 @@ def operational_space_bias(model, q, qd, tau, frames, axes=None, reference="loca
     """``C_os`` (c,) of the task equation ``Lambda alpha_nd + C_os = f_nd`` (10.8), by the shortcut
     ``C_os = -Lambda (B* alpha_free + Bdot* V)`` (Lemma 10.5): ``alpha_free`` are the body accelerations of the
     articulated-body pass with the joint forces ``tau`` and no task force, whose P, D, G also serve the
-    compliance sweeps. ``Lambda`` as `operational_space_inertia`."""
+    compliance's walk (`jaxmb.dynamics.compliance`). ``Lambda`` as `operational_space_inertia`."""
     check_shapes(model, q=q, qd=qd, tau=tau, f_ext=f_ext)
     t = task(model, frames, axes, reference)
     ab = articulated_body(model, q, qd, tau, f_ext)
-    ts, d, placement = _task_space(model, q, t, ab)
-    Lambda = damped_inverse(ts.Lambda_inv, damping).Lambda
+    d, placement = _directions(model, q, t)
+    Lambda = damped_inverse(compliance(model, q, d, placement, t.body, ab), damping).Lambda
     return -Lambda @ _frame_accelerations(model, q, t, d, placement, ab.alpha)
 
 
