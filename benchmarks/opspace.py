@@ -6,9 +6,9 @@
 
 Per number of frames: jaxmb's `operational_space_compliance` (the articulated-body sweep at rest, then each
 frame's columns walked up its path to the root) as jit(vmap) per-state time and compile time; without --quick
-also the compliance of `task_space`'s two column sweeps over the whole tree (O(N x 6m); they also give
-``M^-1 J*``); a dense JAX route (frame Jacobians, CRBA mass matrix, Cholesky solve) in the same jit(vmap);
-Pinocchio's ``computeDelassusMatrix`` (6-D rigid constraints at the frames: the same matrix) and
+also all of `task_space` (J, ``Lambda_inv`` and ``M^-1 J*``: the walk, a down sweep of the 6m columns over the
+whole tree, and the Jacobians); a dense JAX route (frame Jacobians, CRBA mass matrix, Cholesky solve) in the
+same jit(vmap); Pinocchio's ``computeDelassusMatrix`` (6-D rigid constraints at the frames: the same matrix) and
 ``computeMinverse`` + ``getFrameJacobian`` + numpy products, each in a single-call loop (Pinocchio has no parallel
 version of either); with more than one core, also the walk with the batch split over one CPU device per core
 (``jaxmb.sharded_vmap``), against the Delassus loop as if it ran on every core at once. Writes
@@ -35,8 +35,8 @@ def jaxmb_functions(model, frames, quick):
     def walk(q):
         return jaxmb.operational_space_compliance(model, q, frames)
 
-    def column_sweeps(q):
-        return jaxmb.task_space(model, q, frames).Lambda_inv
+    def task_space(q):
+        return jaxmb.task_space(model, q, frames)  # J, Lambda_inv and M^-1 J* (the walk, then a down sweep)
 
     @full_precision  # as jaxmb's own dense products, so that neither route runs in TensorFloat-32 on a GPU
     def dense(q):
@@ -44,7 +44,7 @@ def jaxmb_functions(model, frames, quick):
         factor = jax.scipy.linalg.cho_factor(jaxmb.mass_matrix(model, q))
         return J @ jax.scipy.linalg.cho_solve(factor, J.T)
 
-    return {"walk": walk, "dense_jax": dense} | ({} if quick else {"column_sweeps": column_sweeps})
+    return {"walk": walk, "dense_jax": dense} | ({} if quick else {"task_space": task_space})
 
 
 def pinocchio_peer(frames, loop_states=200):
@@ -133,7 +133,7 @@ def plot(rows, path):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for route in ("walk", "column_sweeps", "dense_jax"):
+    for route in ("walk", "task_space", "dense_jax"):
         for dtype in sorted({r["dtype"] for r in rows}):
             sel = [r for r in rows if r["route"] == route and r["dtype"] == dtype]
             if sel:

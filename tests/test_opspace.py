@@ -384,10 +384,11 @@ WALK_TASKS = {
 
 
 @pytest.mark.parametrize("reference", ["local", "world_aligned"])
-def test_compliance_walk_equals_column_sweeps_and_J_Minv_Jstar_for_frames_anywhere(reference):
-    """The frames' walk up their paths (`jaxmb.dynamics.compliance`) gives the compliance of the column sweeps
-    (`task_space`, B* Z) and of the dense J M^-1 J*: frames fixed to the world have zero rows, frames on two
-    trees of a fixed base a zero block, and a spherical joint meets planar and prismatic ones at one step."""
+def test_compliance_walk_equals_J_times_the_down_sweeps_Minv_Jstar_and_dense_J_Minv_Jstar(reference):
+    """The frames' walk up their paths (`jaxmb.dynamics.compliance`) gives the compliance of J times the
+    ``M^-1 J*`` of the down sweep (`task_space`) and of the dense J M^-1 J*, for frames anywhere: frames fixed to
+    the world have zero rows, frames on two trees of a fixed base a zero block, and a spherical joint meets planar
+    and prismatic ones at one step."""
     m = _two_trees_with_frames()
     qs = jnp.stack([random_state(m, jax.random.PRNGKey(s))[0] for s in range(3)])
 
@@ -404,6 +405,8 @@ def test_compliance_walk_equals_column_sweeps_and_J_Minv_Jstar_for_frames_anywhe
     for (name, r), (walked, ts) in out.items():
         for i in range(len(qs)):
             assert_close(walked[i], ts.Lambda_inv[i])
+            assert_close(walked[i], ts.J[i] @ ts.Minv_Jt[i])
+            assert_close(ts.Minv_Jt[i], np.linalg.solve(M[i], ts.J[i].T))
             assert_close(walked[i], ts.J[i] @ np.linalg.solve(M[i], ts.J[i].T))
             if "ground" in WALK_TASKS[name]:
                 g = WALK_TASKS[name].index("ground")

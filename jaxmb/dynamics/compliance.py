@@ -63,12 +63,15 @@ class Walk(NamedTuple):
     both (pairs, t): the rows of the recorded ``Y`` of frame i and ``nu`` of frame j at those coordinates.
     block (m, m): where block (i, j) sits among the pairs' blocks, their transposes, and a zero block (frames
     fixed to the world, and frames on two trees of a fixed base).
+    nu_row (nv, m): the row of the recorded ``nu`` of frame i at coordinate v, or a zero row past them all where v
+    is not on frame i's path.
     """
 
     order: np.ndarray
     steps: tuple
     pairs: tuple
     block: np.ndarray
+    nu_row: np.ndarray
 
 
 @cache
@@ -114,16 +117,25 @@ def walk(topology, body) -> Walk:
     block, upper = np.full((m, m), 2 * n_pairs), position >= 0
     block.T[upper] = position[upper] + n_pairs  # block (j, i) = block (i, j)*
     block[upper] = position[upper]
-    return Walk(order, tuple(steps), tuple(pairs), block)
+    nu_row = np.full((topology.nv, m), n_rows)
+    for (f, coordinate), k in row.items():
+        nu_row[coordinate, f] = k
+    return Walk(order, tuple(steps), tuple(pairs), block, nu_row)
 
 
 def compliance(model, q, d, placement, body, ab):
     """``Lambda_inv`` (m r, m r) of the task rows ``d`` (m, r, 6) at frames ``placement`` (Transform, m) on
     ``body`` (tuple, m), from the articulated-body quantities ``ab`` at ``q`` (module docstring)."""
+    return walk_task_columns(model, q, d, placement, body, ab)[0]
+
+
+def walk_task_columns(model, q, d, placement, body, ab):
+    """``(Lambda_inv, nu)``: the compliance (m r, m r) as `compliance`, and ``nu = D^-1 H psi B`` (nv, m r) by
+    coordinate, the up sweep's part of ``M^-1 J*`` (7.18), zero off the frames' paths."""
     plan = walk(model.topology, tuple(body))
     m, r = d.shape[0], d.shape[1]
     if not len(plan.order):
-        return jnp.zeros((m * r, m * r), d.dtype)
+        return jnp.zeros((m * r, m * r), d.dtype), jnp.zeros((model.nv, m * r), d.dtype)
     X, H = joint_poses(model, q), hinge_map(model)
     columns = phi(Transform(placement.R[:, None], placement.p[:, None]), d)  # phi(b_i, O_i) d_i*   (m, r, 6)
     F = take_rows(columns, plan.order)
@@ -157,4 +169,5 @@ def compliance(model, q, d, placement, body, ab):
     every = jnp.concatenate([blocks, swap(blocks), jnp.zeros((1, r, r), d.dtype)])
     L = take_rows(every, plan.block.reshape(-1)).reshape(m, m, r, r)
     L = jnp.transpose(L, (0, 2, 1, 3)).reshape(m * r, m * r)
-    return 0.5 * (L + L.T)
+    nu = take_rows(jnp.concatenate([nu, jnp.zeros((1, r), d.dtype)]), plan.nu_row.reshape(-1))
+    return 0.5 * (L + L.T), nu.reshape(model.nv, m * r)

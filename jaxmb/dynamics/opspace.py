@@ -1,4 +1,4 @@
-"""Operational space (book ch. 10): the compliance ``Lambda_inv = J M^-1 J*`` of task frames by two level sweeps,
+"""Operational space (book ch. 10): the compliance ``Lambda_inv = J M^-1 J*`` of task frames and ``M^-1 J*``,
 the inertia ``Lambda``, the kernel ``Upsilon(k)`` at every body, the bias ``C_os`` and an operational-space
 controller. ``M`` and ``M^-1`` are never formed; ``M`` includes ``diag(armature)``, which enters through the ``D(k)``
 and gains ``G(k)`` of `articulated_body`.
@@ -17,16 +17,15 @@ Multi-right-hand-side sweeps (book_part2 digest, section 2). With ``B`` the task
 
     up:    X(k) = sum_children psi(k, j) X(j) + B(k),  nu(k) = D^-1(k) H(k) X(k)          X = psi B
     down:  Z+(k) = phi*(parent k, k) Z(parent k),  mu(k) = nu(k) - G*(k) Z+(k),  Z(k) = Z+(k) + H*(k) mu(k)
-    Lambda_inv = B* Z = B* psi* H* D^-1 H psi B = B* Omega B                             (10.12)
+    Lambda_inv = B* Z = B* psi* H* D^-1 H psi B = sum_k (H X)*(k) nu(k)                  (10.12)
     M^-1 J* = mu = [I - H psi K]* D^-1 H psi B                                           (7.18, 7.10)
 
-so one pair of sweeps gives the compliance and ``M^-1 J*`` at O(N x columns) (`task_space`). The columns are
-stored as rows (c, 6) per body, so every spatial operator of `jaxmb.spatial` applies to them unchanged.
-
-The compliance alone (`operational_space_compliance`, `operational_space_inertia`, `operational_space_bias`) needs
-neither the down sweep nor the columns away from the frames' paths: ``Lambda_inv = sum_k (H X)*(k) D^-1(k) (H X)(k)``
-with ``X(k)`` nonzero only on the ancestors of the frames, so each frame's columns walk up its own path
-(`jaxmb.dynamics.compliance`).
+``X(k)`` is nonzero only on the frames' ancestors, in the columns of the frames below ``k``: the up sweep is a walk
+of each frame's columns up its own path (`jaxmb.dynamics.compliance`), which also gives the compliance as the last
+sum, without the down sweep (`operational_space_compliance`, `operational_space_inertia`,
+`operational_space_bias`). ``M^-1 J*`` (`task_space`, the controller) needs the down sweep over the whole tree,
+O(N x columns). Its columns are stored as rows (c, 6) per body, so every spatial operator of `jaxmb.spatial`
+applies to them unchanged.
 """
 
 import functools
@@ -39,13 +38,13 @@ import numpy as np
 from jaxmb.batching import in_cpu_chunks
 from jaxmb.compilation import eager_jit
 from jaxmb.dynamics.articulated import articulated_body, solve_small
-from jaxmb.dynamics.compliance import compliance
+from jaxmb.dynamics.compliance import compliance, walk_task_columns
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.kinematics import forward_kinematics, frame_poses, jacobians
 from jaxmb.model import check_shapes
 from jaxmb.precision import full_precision
-from jaxmb.spatial import Transform, mm, mv, phi, phi_star, phi_star_congruence
-from jaxmb.sweeps import down, up
+from jaxmb.spatial import Transform, mm, mv, phi_star, phi_star_congruence
+from jaxmb.sweeps import down
 
 REFERENCES = ("local", "world_aligned")
 _AXES = {None: (0, 1, 2, 3, 4, 5), "all": (0, 1, 2, 3, 4, 5), "angular": (0, 1, 2), "linear": (3, 4, 5)}
@@ -107,24 +106,6 @@ def _directions(model, q, t: Task):
     return d * attached, placement  # frames fixed to the world have no task rows
 
 
-def _task_columns(model, d, placement, t: Task):
-    """``B`` per body as rows (nb, c, 6): the force-like columns ``phi(k, O_i) d_i*`` of every frame on body k."""
-    m, r = d.shape[0], d.shape[1]
-    cols = phi(Transform(placement.R[:, None], placement.p[:, None]), d)  # (m, r, 6) in body coordinates
-    on = np.flatnonzero(np.asarray(t.body) >= 0)
-    B = jnp.zeros((model.nb, m, r, 6), cols.dtype).at[np.asarray(t.body)[on], on].set(cols[on])
-    return B.reshape(model.nb, m * r, 6)
-
-
-def _column_up_step(children, X_k, B_k, H_k, G_k, D_k):
-    n = H_k.shape[0]
-    X = children + B_k  # X(k) = sum_j psi(k, j) X(j) + B(k)                                (c, 6)
-    HX = mm(H_k, X.T)  # H(k) X(k)                                                          (n, c)
-    nu = solve_small(D_k[:, :n], HX)  # nu(k) = D^-1(k) H(k) X(k)
-    tau_bar_X = X - mm(HX.T, G_k)  # tau_bar(k) X(k) = X - G H X: rank n, no 6x6 product
-    return phi(X_k, tau_bar_X), X, nu  # psi(parent, k) X(k) = phi(parent, k) tau_bar(k) X(k)
-
-
 def _column_down_step(Z_parent, X_k, G_k, nu_k, H_k):
     Z_plus = phi_star(X_k, Z_parent)  # Z+(k) = phi*(parent, k) Z(parent)                  (c, 6)
     mu = nu_k - mm(G_k, Z_plus.T)  # mu(k) = nu(k) - G*(k) Z+(k): rows of M^-1 J*            (n, c)
@@ -132,7 +113,7 @@ def _column_down_step(Z_parent, X_k, G_k, nu_k, H_k):
 
 
 class TaskSpace(NamedTuple):
-    """What the two column sweeps give for a task of c rows.
+    """What the walk up the frames' paths and the down sweep give for a task of c rows.
 
     J (c, nv)            the task Jacobian, ``J qd = d V_f``
     Lambda_inv (c, c)    the operational-space compliance ``J M^-1 J*`` (10.6)
@@ -151,19 +132,14 @@ def _at_frames(placement, x):
 
 def _task_space(model, q, t: Task, ab):
     """`TaskSpace` from the articulated-body quantities ``ab`` of any state at ``q`` (they share P, D, G)."""
-    topo = model.topology
-    X = joint_poses(model, q)
-    H = hinge_map(model)
     d, placement = _directions(model, q, t)
-    B = _task_columns(model, d, placement, t)
-    zero = jnp.zeros((t.rows, 6), B.dtype)
-    _, nu = up(topo, _column_up_step, zero, X, B, dofs=(H, ab.G, ab.D))
-    Z, mu = down(topo, _column_down_step, zero, X, dofs=(ab.G, nu, H))
+    Lambda_inv, nu = walk_task_columns(model, q, d, placement, t.body, ab)  # the up sweep along the frames' paths
+    zero = jnp.zeros((t.rows, 6), d.dtype)
+    _, mu = down(model.topology, _column_down_step, zero, joint_poses(model, q), dofs=(ab.G, nu, hinge_map(model)))
     body = np.maximum(np.asarray(t.body), 0)
-    Lambda_inv = jnp.einsum("mrj,mcj->mrc", d, _at_frames(placement, Z[body])).reshape(t.rows, t.rows)  # B* Z
     J_f = _at_frames(placement, jnp.swapaxes(jacobians(model, q)[body], -1, -2))  # (m, nv, 6) frame Jacobians
     J = jnp.einsum("mrj,mvj->mrv", d, J_f).reshape(t.rows, model.nv)
-    return TaskSpace(J, 0.5 * (Lambda_inv + Lambda_inv.T), mu), d, placement
+    return TaskSpace(J, Lambda_inv, mu), d, placement
 
 
 def _at_rest(model, q):
