@@ -98,13 +98,11 @@ def walk(topology, body) -> Walk:
             groups.append(WalkGroup(pos, at[pos], dofs, int((pos < moving).sum())))
         place = np.concatenate([g.pos[: g.up] for g in groups])
         steps.append(WalkStep(frames, tuple(groups), place))
-    coordinates = {f: [v for a in p for v in range(topology.v_offset[a], topology.v_offset[a] + topology.nv_body[a])]
-                   for f, p in zip(order, paths)}
     by_count, position = {}, np.full((m, m), -1)
-    for i in sorted(coordinates):
-        for j in sorted(coordinates):
-            common = sorted(set(coordinates[i]) & set(coordinates[j]))
-            if i <= j and common:
+    for i in sorted(order):
+        for j in sorted(order):
+            common = np.flatnonzero(topology.support[body[i]] & topology.support[body[j]])  # shared path coordinates
+            if i <= j and len(common):
                 by_count.setdefault(len(common), []).append((i, j, [row[i, v] for v in common],
                                                              [row[j, v] for v in common]))
     pairs, n_pairs = [], 0
@@ -123,6 +121,11 @@ def walk(topology, body) -> Walk:
     return Walk(order, tuple(steps), tuple(pairs), block, nu_row)
 
 
+def _over_rows(X):
+    """Transforms (k,) applied to rows: (k, 1)."""
+    return Transform(X.R[:, None], X.p[:, None])
+
+
 def compliance(model, q, d, placement, body, ab):
     """``Lambda_inv`` (m r, m r) of the task rows ``d`` (m, r, 6) at frames ``placement`` (Transform, m) on
     ``body`` (tuple, m), from the articulated-body quantities ``ab`` at ``q`` (module docstring)."""
@@ -137,7 +140,7 @@ def walk_task_columns(model, q, d, placement, body, ab):
     if not len(plan.order):
         return jnp.zeros((m * r, m * r), d.dtype), jnp.zeros((model.nv, m * r), d.dtype)
     X, H = joint_poses(model, q), hinge_map(model)
-    columns = phi(Transform(placement.R[:, None], placement.p[:, None]), d)  # phi(b_i, O_i) d_i*   (m, r, 6)
+    columns = phi(_over_rows(placement), d)  # phi(b_i, O_i) d_i*                                   (m, r, 6)
     F = take_rows(columns, plan.order)
     Y, nu = [], []
     for step in plan.steps:
@@ -156,7 +159,7 @@ def walk_task_columns(model, q, d, placement, body, ab):
                 G_g = take_rows(ab.G, dofs).reshape(k, n, 6)[: g.up]
                 tau_bar_F = F_g[: g.up] - mm(swap(Y_g[: g.up]), G_g)  # tau_bar(a) F_i = F_i - G(a) H(a) F_i
                 X_g = take_rows(X, g.body[: g.up])
-                moved.append(phi(Transform(X_g.R[:, None], X_g.p[:, None]), tau_bar_F))  # to the parent
+                moved.append(phi(_over_rows(X_g), tau_bar_F))  # to the parent
         if len(step.place):
             F = place_rows(moved, step.place)
     Y, nu = jnp.concatenate(Y), jnp.concatenate(nu)
