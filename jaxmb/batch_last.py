@@ -35,6 +35,8 @@ from jax import lax
 from jax.extend import core
 from jax.interpreters import batching
 
+from jaxmb.compilation import computed_once
+
 try:
     from jax._src import source_info_util as _source_info
 except ImportError:  # a JAX without it: what the interpreter emits is named after the interpreter
@@ -101,7 +103,7 @@ _PRODUCTS = {"jaxmb_mm": _mm, "jaxmb_mv": _mv, "jaxmb_dot": _dot}
 _RECOMPUTED = ("sin", "cos", "tan")
 """Transcendentals that XLA's CPU fusion counts as cheap and so recomputes in every consumer, once per element of a
 broadcast: the joint rotations ``1 + sin a~ + (1 - cos) a~ a~`` evaluated sine and cosine once per entry of each
-3x3 matrix. In float32 each is emitted ending in a division by an exact one, ``1 + 0 x``, which no simplifier folds,
+3x3 matrix. In float32 each is emitted ending in a division by an exact one (`jaxmb.compilation.computed_once`),
 and XLA does not fuse a division into a consumer that reuses its elements: computed once per state, the ABA ran
 1.20x faster on talos, 1.24x on panda, 1.74x on a 128-body binary tree, the CRBA 1.11-1.22x (2-core CPU,
 benchmarks/README.md "Computed once"). In float64, in chunks of 32 states, the same made the talos ABA 6 % slower
@@ -136,9 +138,7 @@ def _batched_rule(eqn, vals, batched, size):
     if name in _PRODUCTS:
         return [_PRODUCTS[name](*_all_batched(vals, batched, size))]
     if name in _RECOMPUTED and vals[0].dtype == np.float32:
-        (x,) = vals
-        one = lax.add(lax.mul(x, lax.full_like(x, 0)), lax.full_like(x, 1))  # exactly 1 where x is finite
-        return [lax.div(p.bind(x, **params), one)]
+        return [computed_once(p.bind(*vals, **params))]
     if _is_elementwise(p) or name == "select_n":
         shape = eqn.outvars[0].aval.shape
         return _listed(p, p.bind(*[_to_shape(v, b, shape, size) for v, b in zip(vals, batched)], **params))

@@ -12,6 +12,8 @@ runs as one program compiled by `jit` and cached, instead of op by op, where eac
 its own (talos' forward dynamics: 19 s to the first result and 0.4 s a call op by op, 3 s and 0.7 ms compiled).
 Inside ``jax.jit``, ``vmap``, ``grad`` or ``scan`` it is the function as written, so the caller's program is the
 same with or without it.
+
+`computed_once` keeps XLA's CPU fusion from recomputing an array in every consumer that reads it more than once.
 """
 
 import functools
@@ -24,6 +26,16 @@ try:
     from jax._src.core import trace_state_clean as _trace_state_clean
 except ImportError:  # a JAX without it: every call runs as written (op by op when eager), never wrongly compiled
     _trace_state_clean = None
+
+def computed_once(x):
+    """``x`` divided by an exact one, ``1 + 0 x``, which no simplifier folds. XLA's CPU fusion counts products and
+    sums as cheap and fuses them into every consumer, once per element the consumer reads, where it does not fuse a
+    division into a consumer that reuses its elements: ``x`` is then computed once and stored (the joint rotations'
+    sines and cosines, the mass matrix's entries before the gather that mirrors them; benchmarks/README.md,
+    "Computed once"). The value is ``x`` wherever ``x`` is finite, and so are its derivatives."""
+    one = jax.lax.add(jax.lax.mul(x, jax.lax.full_like(x, 0)), jax.lax.full_like(x, 1))
+    return jax.lax.div(x, one)
+
 
 CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 """XLA debug options `jit` adds for each program (where this jaxlib knows them)."""

@@ -224,7 +224,7 @@ def ancestor_walk(topo: Topology, X, H, F, G=None):
             with ``tau_bar(m) F = F - G(m) H(m) F`` (6.16) summed over the coordinates of m: for a one-coordinate
             joint, 12 numbers read per column instead of the 36 of ``tau_bar(m)``.
     Returns:
-        the entries, in the order indexed by ``topo.ancestor_index`` (or ``topo.mass_matrix_index`` mirrored).
+        the entries, in the order indexed by ``topo.ancestor_index``.
     """
     if G is not None:
         pad = jnp.zeros((1, 6), G.dtype)

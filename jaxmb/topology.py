@@ -106,6 +106,7 @@ class Topology:
         depth (nb,), nq, nv: sizes; q_offset (nb,), v_offset (nb,): first coordinate of each joint.
         levels: `Level` per depth.   kind_blocks: `KindBlock` per joint kind present.
         dof_body (nv,): body of each velocity coordinate.   support (nb, nv): coordinate j moves body i.
+        level_coordinates: (a, b) per level, its velocity coordinates a:b.
     """
 
     def __init__(self, parent, kinds):
@@ -140,19 +141,15 @@ class Topology:
         )
         self.segments = self._segments()
         self.ancestor_walk = self._ancestor_walk()
-        # M(i, j) = values[mass_matrix_index[i, j]] for the walk's values, then the off-diagonal ones mirrored,
-        # then a zero (entries of unrelated coordinates)
-        off = self.ancestor_walk[1:]
-        rows = np.concatenate([w.rows for w in self.ancestor_walk] + [w.cols for w in off])
-        cols = np.concatenate([w.cols for w in self.ancestor_walk] + [w.rows for w in off])
+        rows = np.concatenate([w.rows for w in self.ancestor_walk])
+        cols = np.concatenate([w.cols for w in self.ancestor_walk])
+        # A(i, j) = values[ancestor_index[i, j]] for the walk's entries (`sweeps.ancestor_walk`), i an
+        # ancestor-or-self coordinate of j; past them (a zero) otherwise
         index = np.full((self.nv, self.nv), len(rows))
         index[rows, cols] = np.arange(len(rows))
-        self.mass_matrix_index = index
-        # the same entries unmirrored: A(i, j) for i an ancestor-or-self coordinate of j, else the zero
-        n_walk = sum(len(w.rows) for w in self.ancestor_walk)
-        index = np.full((self.nv, self.nv), n_walk)
-        index[rows[:n_walk], cols[:n_walk]] = np.arange(n_walk)
         self.ancestor_index = index
+        self.level_coordinates = tuple((int(self.v_offset[lvl.start]), lvl.groups[-1].v_stop) for lvl in self.levels)
+        self.mass_matrix_index = self._mass_matrix_index()
         # position of each coordinate inside its joint
         self.dof_local = np.arange(self.nv) - self.v_offset[self.dof_body]
         self._key = (self.parent.tobytes(), self.kinds)
@@ -172,6 +169,17 @@ class Topology:
             steps.append(WalkStep(start, start - prev_start, moved, np.concatenate(rows), pair_cols))
             prev_start = start
         return tuple(steps)
+
+    def _mass_matrix_index(self):
+        """M(i, j) = blocks[index[i, j]] for the level blocks of `jaxmb.dynamics.mass` (level coordinates a:b against
+        a:nv, flattened in turn): the entry in the row of the ancestor-or-self coordinate, and past the blocks (a
+        zero) for coordinates on different paths."""
+        nv, index, size = self.nv, np.zeros((self.nv, self.nv), int), 0
+        for a, b in self.level_coordinates:
+            index[a:b, a:] = size + np.arange((b - a) * (nv - a)).reshape(b - a, nv - a)
+            size += (b - a) * (nv - a)
+        above = self.support[self.dof_body].T  # coordinate i moves the body of coordinate j
+        return np.where(above, index, np.where(above.T, index.T, size))
 
     def _levels(self):
         levels = []

@@ -255,3 +255,18 @@ def test_float32_matches_float64():
     for (path, a32), a64 in zip(jax.tree_util.tree_leaves_with_path(out32), jax.tree.leaves(out64), strict=True):
         assert a32.dtype == jnp.float32, path
         assert_close(a32, a64, rtol=FLOAT32_RTOL, scale=max(1e-3, float(np.abs(a64).max())))
+
+
+def test_float32_mass_matrix_is_as_accurate_far_from_the_origin():
+    """The mass matrix does not depend on where the floating base stands, and in float32 it is as accurate 1 km
+    from the world's origin as at it: it is computed in the root body's frame, where the lever arms are the size of
+    the robot (in the world's frame, an inertia about the origin 1 km away would lose 1e6 of float32's 1e7)."""
+    q = states(1, seed=6)[0][0]
+    assert model().joint_types[0] == "free"
+    far = q.at[:3].add(1000.0)  # the free root joint's position
+    M64 = jax.jit(jaxmb.mass_matrix)(model(), q)
+    M32 = [jax.jit(jaxmb.mass_matrix)(model().cast(jnp.float32), p.astype(jnp.float32)) for p in (q, far)]
+    scale = float(np.abs(M64).max())
+    errors = [float(np.abs(M - M64).max()) / scale for M in M32]
+    assert errors[0] < 1e-6
+    assert errors[1] < 1e-6
