@@ -86,9 +86,10 @@ def breadth_first_order(parent, nv):
 
 
 class WalkStep(NamedTuple):
-    """Step s of the mass-matrix column walk: columns ``start:nv`` (bodies at depth >= s) sit at their s-th
-    ancestor. ``keep`` drops the columns that reached the root; ``moved`` (columns,) is the body whose joint
-    moves each column up at this step; ``(rows, cols)`` are the entries ``M(i, j)`` it fills."""
+    """Step s of the column walk up the tree (`jaxmb.sweeps.ancestor_walk`, the innovations factors' entries):
+    columns ``start:nv`` (bodies at depth >= s) sit at their s-th ancestor. ``keep`` drops the columns that
+    reached the root; ``moved`` (columns,) is the body whose joint moves each column up at this step;
+    ``(rows, cols)`` are the entries ``(i, j)`` it fills."""
 
     start: int
     keep: int
