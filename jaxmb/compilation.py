@@ -27,6 +27,7 @@ try:
 except ImportError:  # a JAX without it: every call runs as written (op by op when eager), never wrongly compiled
     _trace_state_clean = None
 
+
 def computed_once(x):
     """``x`` divided by an exact one, ``1 + 0 x``, which no simplifier folds. XLA's CPU fusion counts products and
     sums as cheap and fuses them into every consumer, once per element the consumer reads, where it does not fuse a

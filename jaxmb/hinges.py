@@ -61,10 +61,16 @@ def hinge_project(model, H, f):
     return dot(H, f if topo.nv == topo.nb else take_rows(f, topo.dof_body))
 
 
+def rotational_inertias(model):
+    """Rotational inertia of every body about its centre of mass, (nb, 3, 3): the symmetric part of
+    ``model.inertia``, so that every algorithm sees the same inertia and gradients with respect to it are
+    symmetric."""
+    return 0.5 * (model.inertia + jnp.swapaxes(model.inertia, -1, -2))
+
+
 def body_inertias(model):
-    """Spatial inertia of every body about its frame origin, (nb, 6, 6) (2.11), from the symmetric part of
-    ``model.inertia``: every algorithm then sees the same inertia, and gradients with respect to it are symmetric."""
-    return spatial_inertia(model.mass, model.com, 0.5 * (model.inertia + jnp.swapaxes(model.inertia, -1, -2)))
+    """Spatial inertia of every body about its frame origin, (nb, 6, 6) (2.11), from `rotational_inertias`."""
+    return spatial_inertia(model.mass, model.com, rotational_inertias(model))
 
 
 def base_acceleration(model):

@@ -212,6 +212,18 @@ def up(topo: Topology, step, zero, *args, dofs=()):
     return (_concat(outs), _concat(dof_outs)) if dofs else _concat(outs)
 
 
+def _plus(children, own):
+    total = jax.tree.map(jnp.add, children, own)
+    return total, total
+
+
+def subtree_sums(topo: Topology, zero, x):
+    """``y(k) = sum of x(j) over the subtree of k`` (nb, ...) for the pytree ``x`` (nb, ...) of quantities in one
+    common frame: an `up` sweep whose step sends its total to the parent unchanged (in one frame the congruences of
+    (9.16) are identities). ``zero`` is one body's zero."""
+    return up(topo, _plus, zero, x)
+
+
 def ancestor_walk(topo: Topology, X, H, F, G=None):
     """The entries ``H(i) A(i, k) F_j`` of every coordinate column j, for the coordinates i of each ancestor-or-self
     of j's body k, walking all columns up one level per step (the off-diagonal recursion of Lemma 9.3, Alg 9.3).

@@ -66,7 +66,7 @@ from jaxmb.spatial import (
     phi_star_inv,
     swap,
 )
-from jaxmb.sweeps import down, up
+from jaxmb.sweeps import down, subtree_sums
 
 
 class InverseDynamicsDerivatives(NamedTuple):
@@ -123,11 +123,6 @@ def _in_world(T, M, V, alpha, f):
     return I, B, V, phi_star_inv(T, alpha), phi(T, f)
 
 
-def _subtree_step(children, I_k, B_k, f_k):
-    total = (children[0] + I_k, children[1] + B_k, children[2] + f_k)  # world frame: no transform to the parent
-    return total, total
-
-
 PAIR_PIECE = 128
 """`_pair_dots` gathers this many (row, column) pairs at a time."""
 
@@ -153,7 +148,7 @@ def _inverse_dynamics_derivatives(model, q, qd, qdd, f_ext):
     (T, V, alpha, f), _ = down(topo, _world_step, root, X, M_body, f_ext, dofs=(H, qd, qdd))
     I, B, V, A, f = _in_world(T, M_body, V, alpha, f)
     zero66 = jnp.zeros((6, 6), dtype)
-    Ic, Bc, Fc = up(topo, _subtree_step, (zero66, zero66, zero6), I, B, f)
+    Ic, Bc, Fc = subtree_sums(topo, (zero66, zero66, zero6), (I, B, f))  # world frame: no change of frame
 
     body = topo.dof_body
     S = phi_star_inv(take_rows(T, body), H)  # world hinge axes (nv, 6)

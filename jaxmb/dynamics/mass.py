@@ -1,15 +1,14 @@
 """Composite rigid bodies and the mass matrix (book Alg 9.2 / 9.3, (9.16)-(9.20))."""
 
-import jax
 import jax.numpy as jnp
 
 from jaxmb.batching import in_cpu_chunks
 from jaxmb.compilation import computed_once, eager_jit
-from jaxmb.hinges import body_inertias, hinge_map, joint_poses
+from jaxmb.hinges import body_inertias, hinge_map, joint_poses, rotational_inertias
 from jaxmb.model import check_shapes
 from jaxmb.rows import take_rows
 from jaxmb.spatial import Transform, compose, cross3, mm, mv, phi_congruence, phi_star_inv, skew, swap, transform_point
-from jaxmb.sweeps import down, up
+from jaxmb.sweeps import down, subtree_sums, up
 
 
 def _composite_step(R_children, X_k, M_k):
@@ -34,22 +33,16 @@ def _poses_in_root_frames(model, X):
     return down(model.topology, compose, I, X)
 
 
-def _subtree_sum(children, own):
-    total = jax.tree.map(jnp.add, children, own)
-    return total, total
-
-
 def _composite_in_root_frames(model, T):
     """``R(k)`` of every subtree in its root's frame, about the root's origin, as (m (nb,), h = m c (nb, 3),
     J (nb, 3, 3)): ``R = [[J, h~], [-h~, m 1]]`` (2.11). In one frame the congruences of (9.16) are identities,
     and ``R(k)`` is the plain sum of its bodies' inertias."""
     m = model.mass
     c = transform_point(T, model.com)  # centres of mass
-    I_c = 0.5 * (model.inertia + swap(model.inertia))  # as in `body_inertias`
     cx = skew(c)
-    J = mm(mm(T.R, I_c), swap(T.R)) - m[:, None, None] * mm(cx, cx)  # about the root's origin (2.11)
+    J = mm(mm(T.R, rotational_inertias(model)), swap(T.R)) - m[:, None, None] * mm(cx, cx)  # about the root's origin (2.11)
     zero = (jnp.zeros((), m.dtype), jnp.zeros(3, m.dtype), jnp.zeros((3, 3), m.dtype))
-    return up(model.topology, _subtree_sum, zero, (m, m[:, None] * c, J))
+    return subtree_sums(model.topology, zero, (m, m[:, None] * c, J))
 
 
 def _mass_matrix(model, q):
