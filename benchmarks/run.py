@@ -9,8 +9,9 @@ Runs `dynamics.py`, `operators.py`, `opspace.py`, `derivatives.py`, `chains.py`,
 jaxsim are installed (jaxsim with sdformat's ``gz`` or ``ign`` on PATH), `mjx_peer.py` and `jaxsim_peer.py`, each in
 its own process (one compile cache each, as a user's first call sees it), with the same backend. Each writes its
 own ``results/<script>-<backend>-<cores>core.json`` and plot; this script then gathers them into
-``results/<backend>-<cores>core-<date>.json`` with the machine, and rewrites the table between the
-``benchmarks:begin`` and ``benchmarks:end`` markers of README.md with the headline figures.
+``results/<backend>-<cores>core-<date>.json`` with the machine, and rewrites that backend's table in README.md
+(between the ``benchmarks:<backend>:begin`` and ``benchmarks:<backend>:end`` markers) with the headline figures.
+``--readme-from FILE`` rewrites the table from a saved suite file instead of running anything.
 
 ``--tiny`` runs every script on a tiny configuration into a temporary folder and leaves the committed results
 and README.md alone.
@@ -28,7 +29,12 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 README = HERE.parent / "README.md"
-BEGIN, END = "<!-- benchmarks:begin -->", "<!-- benchmarks:end -->"
+
+
+def markers(backend):
+    """The README's markers around the table of one backend's latest run (one table per backend)."""
+    return f"<!-- benchmarks:{backend}:begin -->", f"<!-- benchmarks:{backend}:end -->"
+
 
 # script -> arguments for --tiny, --quick and the full suite
 SCRIPTS = {
@@ -128,7 +134,8 @@ def _dynamics_rows(res):
             rows.append((f"grad(ABA) / ABA, {r['robot']} {r['dtype']} batch {r['batch']}",
                          _fmt(r["cost_vs_forward"], "x") + chunked.format(_fmt(r.get("chunked_cost_vs_forward"), "x"))
                          + sharded, f"compile {r['compile_s']:.1f} s"))
-        elif r["batch"] == max(x["batch"] for x in res["results"] if x["algorithm"] == r["algorithm"]):
+        elif r["batch"] == max(x["batch"] for x in res["results"] if (x["algorithm"], x["robot"], x["dtype"])
+                               == (r["algorithm"], r["robot"], r["dtype"])):
             peer = "Pinocchio parallel" if r["algorithm"] != "crba" else "Pinocchio loop"
             us = (f"{1e6 / r['states_per_s']:.3g} us/state"
                   + chunked.format(f"{1e6 / r['chunked_states_per_s']:.3g}" if chunked else ""))
@@ -243,7 +250,8 @@ def headline(suite):
 
 def table(suite):
     m = suite.get("machine") or {}
-    lines = [BEGIN, "",
+    begin, end = markers(m.get("backend"))
+    lines = [begin, "",
              f"Latest `benchmarks/run.py --{suite['mode']}` ({suite['date']}; {m.get('cpu', '?')}, "
              f"{m.get('cores', '?')} cores, {m.get('backend', '?')} backend, {m.get('device', '?')}, "
              f"jax {m.get('jax', '?')}). Ratios are jaxmb's speed over the peer's, both measured in the same run "
@@ -253,13 +261,15 @@ def table(suite):
     failed = [n for n, s in suite["scripts"].items() if s["exit"]]
     if failed:
         lines += ["", f"Scripts that failed in this run: {', '.join(failed)}."]
-    return "\n".join(lines + ["", END])
+    return "\n".join(lines + ["", end])
 
 
 def rewrite_readme(text, block):
-    if BEGIN in text and END in text:
-        return text[: text.index(BEGIN)] + block + text[text.index(END) + len(END) :]
-    raise SystemExit(f"{README} has no {BEGIN} ... {END} markers")
+    """``text`` with the table of ``block``'s backend replaced by ``block``; the other backends' tables stay."""
+    begin, end = block.splitlines()[0], block.splitlines()[-1]
+    if begin in text and end in text:
+        return text[: text.index(begin)] + block + text[text.index(end) + len(end) :]
+    raise SystemExit(f"{README} has no {begin} ... {end} markers")
 
 
 def main():
@@ -271,10 +281,17 @@ def main():
     ap.add_argument("--large", action="store_true",
                     help="dynamics.py adds batches 65536 and 262144, the peers run 4096 and 65536 (GPU)")
     ap.add_argument("--no-readme", action="store_true", help="do not rewrite the README table")
+    ap.add_argument("--readme-from", type=Path, default=None, metavar="RESULTS_JSON",
+                    help="run nothing: rewrite the README table of a saved suite file's backend (one fetched from a "
+                         "leased GPU machine, say)")
     ap.add_argument("--only", type=lambda s: s.split(","), default=None, metavar="NAME,...",
                     help=f"run only these scripts ({', '.join(SCRIPTS)}) and merge them into today's results file "
                          "for this machine, if there is one (a suite split over several calls of a leased machine)")
     args = ap.parse_args()
+    if args.readme_from:
+        README.write_text(rewrite_readme(README.read_text(), table(json.loads(args.readme_from.read_text()))))
+        print(f"wrote the table of {args.readme_from} in {README}")
+        return
     mode = "tiny" if args.tiny else "quick" if args.quick else "full"
     with tempfile.TemporaryDirectory() as tmp:
         results_dir = Path(tmp) if args.tiny else HERE / "results"

@@ -1,6 +1,7 @@
 """The benchmark suite's entry point runs end to end (on a tiny configuration, into a temporary folder), so the
 scripts cannot rot; their figures are not tested."""
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -18,3 +19,18 @@ def test_benchmark_suite_runs_end_to_end_on_a_tiny_configuration():
                    "chain of 4 bodies", "binary tree of 4 bodies"):
         assert figure in out.stdout, figure
     assert (ROOT / "README.md").read_text() == readme
+
+
+def test_readme_table_of_one_backend_leaves_the_other_backends_table():
+    spec = importlib.util.spec_from_file_location("benchmarks_run", ROOT / "benchmarks" / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    readme = (ROOT / "README.md").read_text()
+    for backend in ("cpu", "gpu"):
+        assert all(marker in readme for marker in run.markers(backend)), backend
+    text = "\n".join(["intro", *run.markers("cpu")[:1], "cpu figures", run.markers("cpu")[1], "between",
+                      run.markers("gpu")[0], "old gpu figures", run.markers("gpu")[1], "end"])
+    suite = {"date": "2026-11-26", "mode": "quick", "scripts": {}, "machine": {"backend": "gpu", "device": "H200"}}
+    new = run.rewrite_readme(text, run.table(suite))
+    assert "cpu figures" in new and "old gpu figures" not in new and "gpu backend, H200" in new
+    assert new.startswith("intro\n") and new.endswith("end") and "\nbetween\n" in new

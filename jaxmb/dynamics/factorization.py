@@ -10,6 +10,7 @@ diagonal blocks, and zero between unrelated joints.
 
 from functools import cache, reduce
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -114,9 +115,11 @@ def _common_ancestor_product(topology, A, B):
     50x50 products costs XLA's CPU as much as the rest of ``M^-1``. The upper entries with the same number of
     terms form a group: a gather of their terms and a sum of slices; the groups' values are then mirrored into
     the matrix. Fewer, padded groups ran 3-5x slower. Gathers cost more than the products they save on small
-    trees and chains, which take the dense product (`SPARSITY`)."""
+    trees and chains, which take the dense product (`SPARSITY`), and so does every backend but the CPU: a GPU runs
+    batched small products well and gathers badly (talos float32 explicit ``M^-1``: 0.74 us/state with the dense
+    product on an H100, 1.47 with the groups on an H200, whose memory is the faster; benchmarks/README.md)."""
     terms = _common_ancestor_terms(topology)
-    if terms is None:
+    if terms is None or jax.default_backend() != "cpu":
         return A.T @ B
     groups, index = terms
     A, B = A.reshape(-1), B.reshape(-1)
