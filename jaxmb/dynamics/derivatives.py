@@ -7,9 +7,13 @@ Derivatives in ``q`` are taken along the manifold, as `jaxmb.integrate` moves: c
 joints' quaternions). That is Pinocchio's convention for ``computeRNEADerivatives`` and ``computeABADerivatives``.
 
 The recursion (after Carpentier and Mansard's analytic RNEA derivatives, written for the level schedule) works in
-world coordinates, about the world origin, where moving one joint moves its whole subtree rigidly. With ``S_j`` the
-world hinge axis of coordinate j (6,), ``V``, ``A`` the world velocity and acceleration of a body (``A`` with the
-world's gravity pseudo-acceleration, as in Newton-Euler), ``p`` the parent of coordinate j's body:
+one fixed frame for all bodies, where moving one joint moves its whole subtree rigidly. Each entry is a dot product
+of a motion and a force, the same in any fixed frame. We take the frame in which each tree's root body is at ``q``,
+about its origin (`jaxmb.dynamics.mass.root_joints_left_out`), not the world's. In the world's frame, float32 lost
+everything 1 km from the origin: ``d qdd/d q`` was 25x its own size off for go1 and talos, because lever arms of
+1e3 m cancelled to the robot's size. With ``S_j`` the hinge axis of coordinate j (6,), ``V``, ``A`` the velocity and
+acceleration of a body (``A`` with the world's gravity pseudo-acceleration, as in Newton-Euler), all in that frame,
+and ``p`` the parent of coordinate j's body (for a root, the world: ``V_p = 0``, ``A_p`` gravity's):
 
 * a step ``s S_j`` of coordinate j turns the subtree by the screw ``s S_j``; every body-fixed quantity turns with it
   (motions by ``S_j x``, forces by ``S_j x*``, inertias by congruence). What does not turn rigidly is
@@ -33,7 +37,7 @@ and for body i in the subtree of body j, itself included (``S_i`` turns with the
     d tau_i / d q_j  = (Ic_i S_i) . w_j + (Bc_i* S_i) . u_j
     d tau_i / d qd_j = (Ic_i S_i) . dA_j + (Bc_i* S_i) . S_j
 
-Every entry is one dot product of world 6-vectors gathered by a static map of (row, column) pairs, so nothing
+Every entry is one dot product of 6-vectors gathered by a static map of (row, column) pairs, so nothing
 walks the tree but the two sweeps. ``d tau/d qdd`` is the mass matrix (``S_i . Ic S_j``), armature included.
 The forward dynamics follows from ``ID(q, qd, FD(q, qd, tau)) = tau``: ``d qdd = -M^-1 d ID``, ``d qdd/d tau =
 M^-1``. `tests/test_derivatives.py` checks both against autodiff through `jaxmb.integrate` and against Pinocchio.
@@ -50,6 +54,7 @@ from jaxmb.compilation import eager_jit
 from jaxmb.dynamics.articulated import articulated_body
 from jaxmb.dynamics.factorization import mass_matrix_inverse_from
 from jaxmb.dynamics.inverse import _motion_step
+from jaxmb.dynamics.mass import root_joints_left_out
 from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, joint_poses
 from jaxmb.model import check_shapes
 from jaxmb.precision import full_precision
@@ -63,6 +68,7 @@ from jaxmb.spatial import (
     mv,
     phi,
     phi_congruence,
+    phi_star,
     phi_star_inv,
     swap,
 )
@@ -105,15 +111,16 @@ def _pairs(topo):
     return int(above.sum()), rows, cols, index
 
 
-def _world_step(parent, X_k, *args_k):
-    """Newton-Euler's motion step (body-frame ``V``, ``alpha``, ``f``), with the world pose of body k."""
+def _root_frame_step(parent, X_k, Xr_k, *args_k):
+    """Newton-Euler's motion step (body-frame ``V``, ``alpha``, ``f``), with body k's pose in its root's frame
+    (``Xr_k``: its joint pose, the identity at a root)."""
     motion, _ = _motion_step(parent[1:], X_k, *args_k)
-    return (compose(parent[0], X_k), *motion), ()
+    return (compose(parent[0], Xr_k), *motion), ()
 
 
-def _in_world(T, M, V, alpha, f):
-    """Body quantities in world coordinates about the world origin (all bodies at once): ``I``, ``B`` (nb, 6, 6),
-    ``V``, ``A``, ``f`` (nb, 6)."""
+def _in_root_frames(T, M, V, alpha, f):
+    """Body quantities in the frame of each tree's root body, about its origin, from the poses ``T`` in it (all
+    bodies at once): ``I``, ``B`` (nb, 6, 6), ``V``, ``A``, ``f`` (nb, 6)."""
     I = phi_congruence(T, M)
     V = phi_star_inv(T, V)
     # B = V x* I - I V x + (. x* I V): with I symmetric, I (V x) = -(V x* I)*, and column c of the last term is
@@ -144,17 +151,22 @@ def _inverse_dynamics_derivatives(model, q, qd, qdd, f_ext):
     dtype = X.p.dtype
     zero6 = jnp.zeros(6, dtype)
     M_body = body_inertias(model)
-    root = (Transform.identity(dtype), zero6, base_acceleration(model), zero6)
-    (T, V, alpha, f), _ = down(topo, _world_step, root, X, M_body, f_ext, dofs=(H, qd, qdd))
-    I, B, V, A, f = _in_world(T, M_body, V, alpha, f)
+    a0 = base_acceleration(model)
+    root = (Transform.identity(dtype), zero6, a0, zero6)
+    (T, V, alpha, f), _ = down(topo, _root_frame_step, root, X, root_joints_left_out(model, X), M_body, f_ext,
+                               dofs=(H, qd, qdd))
+    I, B, V, A, f = _in_root_frames(T, M_body, V, alpha, f)
     zero66 = jnp.zeros((6, 6), dtype)
-    Ic, Bc, Fc = subtree_sums(topo, (zero66, zero66, zero6), (I, B, f))  # world frame: no change of frame
+    Ic, Bc, Fc = subtree_sums(topo, (zero66, zero66, zero6), (I, B, f))  # one frame per tree: no change of frame
 
     body = topo.dof_body
-    S = phi_star_inv(take_rows(T, body), H)  # world hinge axes (nv, 6)
-    world = np.where(topo.parent[body] < 0, topo.nb, topo.parent[body])  # the world is row nb
-    V_p = take_rows(jnp.concatenate([V, zero6[None]]), world)
-    A_p = take_rows(jnp.concatenate([A, base_acceleration(model)[None]]), world)
+    S = phi_star_inv(take_rows(T, body), H)  # hinge axes (nv, 6)
+    roots = np.flatnonzero(topo.parent < 0)
+    world = np.full(topo.nb, -1)
+    world[roots] = topo.nb + np.arange(len(roots))  # the world seen from root r is row nb + r
+    parent = np.where(topo.parent[body] < 0, world[body], topo.parent[body])
+    V_p = take_rows(jnp.concatenate([V, jnp.zeros((len(roots), 6), dtype)]), parent)
+    A_p = take_rows(jnp.concatenate([A, phi_star(take_rows(X, roots), jnp.broadcast_to(a0, (len(roots), 6)))]), parent)
     Ic_j, Bc_j, Fc_j = take_rows((Ic, Bc, Fc), body)
     u = cross_motion(V_p, S)  # u_j = V_p x S_j
     w = cross_motion(A_p, S) + cross_motion(V_p, u)  # w_j = A_p x S_j + V_p x u_j

@@ -24,13 +24,19 @@ def composite_inertias(model, q):
     return up(model.topology, _composite_step, jnp.zeros((6, 6), X.p.dtype), X, body_inertias(model))
 
 
-def _poses_in_root_frames(model, X):
-    """Pose of every body in the frame of its tree's root body, (nb): the joint poses composed from the root's
-    children down, the root's own joint left out."""
+def root_joints_left_out(model, X):
+    """The joint poses ``X`` (nb) with the identity for each tree's root body: composed down the tree from the
+    identity, they give every body's pose in the frame of its tree's root body. Wherever the root stands, those
+    poses stay the size of the robot, as float32 needs (the derivatives use them too)."""
     at_root = model.topology.depth == 0
     I = Transform.identity(X.p.dtype)
-    X = Transform(jnp.where(at_root[:, None, None], I.R, X.R), jnp.where(at_root[:, None], I.p, X.p))
-    return down(model.topology, compose, I, X)
+    return Transform(jnp.where(at_root[:, None, None], I.R, X.R), jnp.where(at_root[:, None], I.p, X.p))
+
+
+def _poses_in_root_frames(model, X):
+    """Pose of every body in the frame of its tree's root body, (nb) (`root_joints_left_out`)."""
+    I = Transform.identity(X.p.dtype)
+    return down(model.topology, compose, I, root_joints_left_out(model, X))
 
 
 def _composite_in_root_frames(model, T):
