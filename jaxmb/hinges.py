@@ -36,6 +36,15 @@ def joint_poses(model, q) -> Transform:
     return compose(model.X_tree, X_J)
 
 
+def root_joints_left_out(model, X):
+    """The joint poses ``X`` (nb) with the identity for each tree's root body: composed down the tree from the
+    identity, they give every body's pose in the frame of its tree's root body. Wherever the root stands, those
+    poses stay the size of the robot, as float32 needs (the mass matrix and the derivatives work in that frame)."""
+    at_root = model.topology.depth == 0
+    I = Transform.identity(X.p.dtype)
+    return Transform(jnp.where(at_root[:, None, None], I.R, X.R), jnp.where(at_root[:, None], I.p, X.p))
+
+
 def hinge_map(model) -> jnp.ndarray:
     """``H`` by rows, (nv, 6): row i is the child-frame spatial motion for unit rate of coordinate i."""
     parts, index = [], []

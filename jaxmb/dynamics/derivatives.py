@@ -9,7 +9,7 @@ joints' quaternions). That is Pinocchio's convention for ``computeRNEADerivative
 The recursion (after Carpentier and Mansard's analytic RNEA derivatives, written for the level schedule) works in
 one fixed frame for all bodies, where moving one joint moves its whole subtree rigidly. Each entry is a dot product
 of a motion and a force, the same in any fixed frame. We take the frame in which each tree's root body is at ``q``,
-about its origin (`jaxmb.dynamics.mass.root_joints_left_out`), not the world's. In the world's frame, float32 lost
+about its origin (`jaxmb.hinges.root_joints_left_out`), not the world's. In the world's frame, float32 lost
 everything 1 km from the origin: ``d qdd/d q`` was 25x its own size off for go1 and talos, because lever arms of
 1e3 m cancelled to the robot's size. With ``S_j`` the hinge axis of coordinate j (6,), ``V``, ``A`` the velocity and
 acceleration of a body (``A`` with the world's gravity pseudo-acceleration, as in Newton-Euler), all in that frame,
@@ -54,8 +54,7 @@ from jaxmb.compilation import eager_jit
 from jaxmb.dynamics.articulated import articulated_body
 from jaxmb.dynamics.factorization import mass_matrix_inverse_from
 from jaxmb.dynamics.inverse import _motion_step
-from jaxmb.dynamics.mass import root_joints_left_out
-from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, joint_poses
+from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, joint_poses, root_joints_left_out
 from jaxmb.model import check_shapes
 from jaxmb.precision import full_precision
 from jaxmb.rows import take_rows

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 
 from jaxmb.batching import in_cpu_chunks
 from jaxmb.compilation import computed_once, eager_jit
-from jaxmb.hinges import body_inertias, hinge_map, joint_poses, rotational_inertias
+from jaxmb.hinges import body_inertias, hinge_map, joint_poses, root_joints_left_out, rotational_inertias
 from jaxmb.model import check_shapes
 from jaxmb.rows import take_rows
 from jaxmb.spatial import Transform, compose, cross3, mm, mv, phi_congruence, phi_star_inv, skew, swap, transform_point
@@ -22,15 +22,6 @@ def composite_inertias(model, q):
     check_shapes(model, q=q)
     X = joint_poses(model, q)
     return up(model.topology, _composite_step, jnp.zeros((6, 6), X.p.dtype), X, body_inertias(model))
-
-
-def root_joints_left_out(model, X):
-    """The joint poses ``X`` (nb) with the identity for each tree's root body: composed down the tree from the
-    identity, they give every body's pose in the frame of its tree's root body. Wherever the root stands, those
-    poses stay the size of the robot, as float32 needs (the derivatives use them too)."""
-    at_root = model.topology.depth == 0
-    I = Transform.identity(X.p.dtype)
-    return Transform(jnp.where(at_root[:, None, None], I.R, X.R), jnp.where(at_root[:, None], I.p, X.p))
 
 
 def _poses_in_root_frames(model, X):
