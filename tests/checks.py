@@ -77,8 +77,10 @@ def multiply_reduce_products():
 
 def fast_jit(fn=None, **jit_kwargs):
     """`jax.jit` compiled with `FAST_COMPILE_OPTIONS` and lowered with `multiply_reduce_products` (usable as a
-    decorator). The options travel with the program through `jax.jvp` and `jax.vjp`; wrap such calls in
-    `multiply_reduce_products` too to lower their programs in the cheaper form."""
+    decorator). The options travel with the program through `jax.jvp` (wrap such calls in
+    `multiply_reduce_products` too, to lower their programs in the cheaper form), but `jax.vjp` of it fails: JAX
+    takes compiler options on top-level programs only. Jit the derivative itself (``fast_jit(jax.grad(f))``), or,
+    for `check_grads`, give it a `jax.jit` function called in `multiply_reduce_products`."""
     import jax
 
     if fn is None:

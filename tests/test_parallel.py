@@ -16,7 +16,7 @@ import pytest
 import jaxmb
 from jaxmb.testing import random_model, random_state
 
-from checks import fast_jit
+from checks import fast_compile_environment, fast_jit
 
 TWO_DEVICES = textwrap.dedent("""
     import dataclasses, json
@@ -64,7 +64,8 @@ TWO_DEVICES = textwrap.dedent("""
 def two_devices():
     """What the fresh process with two CPU devices found: batches of 1 and 5 states (each padded to an even batch),
     and the gradient of a loss over the batch of 5."""
-    run = subprocess.run([sys.executable, "-c", TWO_DEVICES], capture_output=True, text=True, timeout=600)
+    run = subprocess.run([sys.executable, "-c", TWO_DEVICES], capture_output=True, text=True, timeout=600,
+                         env=fast_compile_environment())
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
 
