@@ -24,11 +24,13 @@ Derivatives are not taken through these sweeps but, as for the tree (`jaxmb.dyna
 function theorem on the cluster RNEA ``ID_y(q, yd, FD_y(q, yd, tau)) = tau``: ``d ydd = M_y^-1 (d tau - d ID_y)``,
 ``M_y^-1`` applied with the factors ``B, S, D, D^-1 U*`` that the up sweep leaves (`_solve_factored`), ``d ID_y``
 through the tree's Newton-Euler, whose reverse mode is its adjoint (`jaxmb.dynamics.adjoint`). The identity holds
-at any ``q``, closed or not, since both sides embed at ``q``.
+at any ``q``, closed or not, since both sides embed at ``q``. The sweeps run once, in the primal call, whose factors
+the derivative map and its transpose take as residuals: the gradient's program traces them once, not three times
+(the geared chain's gradient compiled in 4.5 s instead of 6.1 s, and ran as fast).
 
-Under `jax.vmap` on the CPU a batch is computed 128 states at a time (`jaxmb.batching.in_cpu_chunks`), each chunk
-by `jax.vmap`: the dense cluster steps keep their batched products, and a chunk's arrays stay in the caches
-(through one `vmap`, 1024 states of the four-bar leg took 3.3 or 7.3 us/state in two programs that differed in one
+Under `jax.vmap` on the CPU a batch is computed 128 states at a time (`jaxmb.batching.vmap_in_cpu_chunks`, and
+`linear_in_cpu_chunks` for the derivatives), each chunk by `jax.vmap`: the dense cluster steps keep their batched
+products, and a chunk's arrays stay in the caches (through one `vmap`, 1024 states of the four-bar leg took 3.3 or 7.3 us/state in two programs that differed in one
 gather; in chunks 3.1). The batch-last interpreter of the tree's sweeps runs these steps 1.5-1.9x slower. The
 sweeps gather and sum rows (`jaxmb.rows`) where a scatter would be a loop over the batch."""
 
@@ -37,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
-from jaxmb.batching import in_cpu_chunks, live_tangents, of_live
+from jaxmb.batching import linear_in_cpu_chunks, live_tangents, of_live, vmap_in_cpu_chunks
 from jaxmb.compilation import eager_jit
 from jaxmb.dynamics.articulated import solve_small, velocity_terms
 from jaxmb.hinges import base_acceleration
@@ -202,34 +204,55 @@ def _solve_factored(lm, factors, x):
     return _accelerations_down(lm, nodes, factors, biases, jnp.zeros((nb + 1, 6), x.dtype))
 
 
+_accelerations_in_chunks = vmap_in_cpu_chunks(lambda lm, q, yd, tau, f_ext: _factor(lm, q, yd, tau, f_ext)[0],
+                                              batch_last=False)
+_factor_in_chunks = vmap_in_cpu_chunks(_factor, batch_last=False)
+
+
 @jax.custom_jvp
 def _accelerations(lm, q, yd, tau, f_ext):
-    return _factor(lm, q, yd, tau, f_ext)[0]
+    return _accelerations_in_chunks(lm, q, yd, tau, f_ext)
 
 
 @full_precision
 def _accelerations_jvp(primals, tangents):
     """``d ydd = M_y^-1 (d tau - d ID_y)``, the implicit function theorem on ``ID_y(q, yd, FD_y(q, yd, tau)) = tau``:
     ``d ID_y`` the derivative of the cluster RNEA (`jaxmb.loops.inverse_dynamics`) at the fixed ``ydd`` along the
-    tangents of ``(lm, q, yd, f_ext)`` that are not symbolic zeros, ``M_y^-1`` by the forward sweep's factors
-    (`_solve_factored`). Reverse mode transposes the solve (its sweeps are linear in ``x``) and the cluster RNEA,
-    whose tree part is Newton-Euler's adjoint (`jaxmb.dynamics.adjoint`)."""
+    tangents of ``(lm, q, yd, f_ext)`` that are not symbolic zeros, ``M_y^-1`` by the factors that the forward
+    sweep leaves (`_solve_factored`). Its transpose is ``lambda = M_y^-1 ct`` (symmetric) followed by the cluster
+    RNEA's reverse mode at ``-lambda``, whose tree part is Newton-Euler's adjoint (`jaxmb.dynamics.adjoint`). The
+    sweeps run once, in the primal call; the tangent map and its transpose reuse their factors."""
     lm, q, yd, tau, f_ext = primals
-    ydd, factors = _factor(lm, q, yd, tau, f_ext)
+    ydd, factors = _factor_in_chunks(lm, q, yd, tau, f_ext)
     live, dots = live_tangents((lm, q, yd, f_ext), tangents[:3] + tangents[4:])
-    rhs = None if isinstance(tangents[3], SymbolicZero) else tangents[3]
-    if live:
-        cluster_rnea, at = of_live(lambda lm, q, yd, f_ext: inverse_dynamics(lm, q, yd, ydd, f_ext),
-                                   (lm, q, yd, f_ext), live)
-        d_id = jax.jvp(cluster_rnea, at, dots)[1]
-        rhs = -d_id if rhs is None else rhs - d_id
-    if rhs is None:
+    tau_dot = None if isinstance(tangents[3], SymbolicZero) else tangents[3]
+    has_tau_dot = tau_dot is not None  # static: the transpose returns a cotangent for tau only then
+    if not live and not has_tau_dot:
         return ydd, jnp.zeros_like(ydd)
-    return ydd, _solve_factored(lm, factors, rhs)
+
+    def cluster_rnea(res):  # the cluster RNEA as a function of the live leaves of (lm, q, yd, f_ext), at ydd
+        lm, q, yd, f_ext, ydd, _ = res
+        return of_live(lambda lm, q, yd, f_ext: inverse_dynamics(lm, q, yd, ydd, f_ext), (lm, q, yd, f_ext), live)
+
+    @full_precision  # traced when it is transposed or batched, outside this rule
+    def tangent(res, lin):
+        id_dots, d_tau = lin
+        r = -jax.jvp(*cluster_rnea(res), id_dots)[1] if live else 0
+        return _solve_factored(res[0], res[5], r if d_tau is None else d_tau + r)
+
+    @full_precision
+    def transpose(res, ct):
+        lam = _solve_factored(res[0], res[5], ct)  # M_y^-1 ct
+        if not live:
+            return [], lam
+        f, at = cluster_rnea(res)
+        return list(jax.vjp(f, *at)[1](-lam)), lam if has_tau_dot else None
+
+    res = (lm, q, yd, f_ext, ydd, factors)
+    return ydd, linear_in_cpu_chunks(tangent, transpose, res, (dots, tau_dot), batch_last=False)
 
 
 _accelerations.defjvp(_accelerations_jvp, symbolic_zeros=True)
-_accelerations_in_chunks = in_cpu_chunks(_accelerations, batch_last=False)
 
 
 @eager_jit
@@ -243,5 +266,5 @@ def forward_dynamics(lm, q, yd, tau, f_ext=None):
     yd (ny,) independent velocities; tau (ny,) independent forces (``G* tau_tree`` for spanning-tree joint forces,
     `jaxmb.loops.generalized_force`); f_ext (nb, 6) or None, body coordinates about the body origins.
     """
-    return _accelerations_in_chunks(lm, q, yd, tau, f_ext)
+    return _accelerations(lm, q, yd, tau, f_ext)
 
