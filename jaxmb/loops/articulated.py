@@ -26,13 +26,14 @@ function theorem on the cluster RNEA ``ID_y(q, yd, FD_y(q, yd, tau)) = tau``: ``
 through the tree's Newton-Euler, whose reverse mode is its adjoint (`jaxmb.dynamics.adjoint`). The identity holds
 at any ``q``, closed or not, since both sides embed at ``q``. The sweeps run once, in the primal call, whose factors
 the derivative map and its transpose take as residuals: the gradient's program traces them once, not three times
-(the geared chain's gradient compiled in 4.5 s instead of 6.1 s, and ran as fast).
+(the geared chain's gradient compiled in 4.5 s instead of 6.1 s; its run time moved within the machine's noise).
 
 Under `jax.vmap` on the CPU a batch is computed 128 states at a time (`jaxmb.batching.vmap_in_cpu_chunks`, and
 `linear_in_cpu_chunks` for the derivatives), each chunk by `jax.vmap`: the dense cluster steps keep their batched
-products, and a chunk's arrays stay in the caches (through one `vmap`, 1024 states of the four-bar leg took 3.3 or 7.3 us/state in two programs that differed in one
-gather; in chunks 3.1). The batch-last interpreter of the tree's sweeps runs these steps 1.5-1.9x slower. The
-sweeps gather and sum rows (`jaxmb.rows`) where a scatter would be a loop over the batch."""
+products, and a chunk's arrays stay in the caches (through one `vmap`, 1024 states of the four-bar leg took 3.3 or
+7.3 us/state in two programs that differed in one gather; in chunks 3.1). The batch-last interpreter of the tree's
+sweeps runs these steps 1.5-1.9x slower. The sweeps gather and sum rows (`jaxmb.rows`) where a scatter would be a
+loop over the batch."""
 
 import jax
 import jax.numpy as jnp
