@@ -217,6 +217,59 @@ def test_four_bar_closed_forms_of_K_and_k_equal_autodiff():
     checks.assert_close(loops.constraint_bias(lm, q, qd), k, 1e-13)
 
 
+CLOSURE_SPECS = {  # one random loop closure of each kind
+    "revolute": dict(seed=0, n_bodies=8, closures=("revolute",), couplings=0),
+    "ball-floating": dict(seed=0, n_bodies=9, floating_base=True, closures=("ball",), couplings=0),
+    "weld": dict(seed=3, n_bodies=8, closures=("weld",), couplings=0),
+    "planar": dict(seed=1, n_bodies=8, closures=("planar",), couplings=0),
+}
+
+
+def _closure_to_the_world():
+    """A random chain of seven bodies whose tip is held by a revolute joint to the world (the loop's other end)."""
+    tree = random_model(5, 7, "screw", floating_base=False, branching=0.0)
+    T = jaxmb.forward_kinematics(tree, jaxmb.random_configuration(tree, jax.random.PRNGKey(5)))
+    held = tree.body_names[6]
+    placement = (np.asarray(T.R[6]), np.asarray(T.p[6]))
+    return loops.close_loops(tree, [loops.loop_closure(None, held, placement, kind="revolute", axis=(0, 1, 0))],
+                             q_reference=jaxmb.random_configuration(tree, jax.random.PRNGKey(5)))
+
+
+RATE_CASES = {
+    **{name: lambda spec=spec: random_loop_model(**spec)[0] for name, spec in CLOSURE_SPECS.items()},
+    "to-the-world": _closure_to_the_world,
+    "couplings": lambda: random_loop_model(**MODEL_SPECS["couplings"])[0],
+    "belt-leg (linear couplings)": lambda: loops.mechanisms.belt_leg(),
+    "four-bar (implicit, by autodiff)": lambda: four_bar(analytic=True),
+}
+
+
+@pytest.mark.parametrize("name", list(RATE_CASES))
+def test_constraint_rates_equal_autodiff_of_the_residual(name):
+    """Each constraint's ``K`` block and ``k = -Kdot qd`` (a loop closure's: the relative spatial Jacobian of the
+    cut joint and its bias acceleration; a coupling's: constants) equal ``jax.jacfwd`` and a nested ``jax.jvp`` of
+    its residual, away from the loop too."""
+    lm = RATE_CASES[name]()
+
+    def rates(c, params, q, qd):
+        f = lambda x: c.residual(lm.tree, params, q.at[jnp.asarray(c.coordinates)].set(x))
+        x = q[jnp.asarray(c.coordinates)]
+        k_autodiff = -jax.jvp(lambda x: jax.jvp(f, (x,), (qd,))[1], (x,), (qd,))[1]
+        return c.jacobian(lm.tree, params, q), jax.jacfwd(f)(x), c.bias(lm.tree, params, q, qd), k_autodiff
+
+    def every_constraint(key):
+        k1, k2 = jax.random.split(key)
+        q = jaxmb.random_configuration(lm.tree, k1)
+        rate = jax.random.normal(k2, (lm.nq,))  # a rate per entry of q, of which each constraint reads its own
+        return [rates(c, p, q, rate[jnp.asarray(c.coordinates)]) for c, p in zip(lm.constraints, lm.params)]
+
+    keys = jnp.stack([jax.random.PRNGKey(i) for i in range(4)])
+    for c, (K, K_autodiff, k, k_autodiff) in zip(lm.constraints, checks.fast_jit(jax.vmap(every_constraint))(keys)):
+        assert K.shape == (4, c.size, len(c.coordinates))
+        checks.assert_close(K, K_autodiff, 1e-13)
+        checks.assert_close(k, k_autodiff, 1e-13)
+
+
 def test_four_bar_closure_and_its_closed_form_embed_alike():
     """Two residuals of one loop (the cut joint in the coupler's frame, the closed form in the hip frame) differ
     by an invertible matrix, so they give the same G and g on the constraint manifold (digest 1.4)."""

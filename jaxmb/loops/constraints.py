@@ -6,8 +6,11 @@ coordinate indices and body paths (static) and the numbers into parameters (JAX 
 ratios and loop placements). A bound constraint reads only the coordinates it lists, all of them 1-dof joints
 (revolute, continuous, prismatic, helical), for which a position and a velocity coordinate coincide.
 
-Every constraint is an implicit residual; `jaxmb.loops.embedding` derives ``K = dphi/dq`` and ``k = -Kdot qd``
-from it by ``jax.jacfwd`` and ``jax.jvp``, so a linear coupling and a four-bar linkage take the same path.
+Every constraint is an implicit residual, and gives its block of ``K = dphi/dq`` and of ``k = -Kdot qd`` over
+its own coordinates (`Bound.jacobian`, `Bound.bias`). A coupling's are constants; a loop closure gives them in
+closed form, from the spatial axes of the joints on its two paths (the relative spatial Jacobian of the cut joint
+and its bias acceleration); a user's implicit or explicit map by ``jax.jacfwd`` and a nested ``jax.jvp`` of its
+residual.
 """
 
 from dataclasses import dataclass
@@ -20,7 +23,8 @@ import numpy as np
 from jaxmb.errors import ModelError
 from jaxmb.joints import KINDS
 from jaxmb.precision import full_precision
-from jaxmb.spatial import Transform, compose, mv
+from jaxmb.rows import put_rows, take_rows
+from jaxmb.spatial import Transform, compose, cross3, cross_motion, mm, mv, skew, swap
 
 CLOSURES = {"revolute": 5, "planar": 2, "ball": 3, "weld": 6}
 
@@ -32,6 +36,8 @@ class Bound:
     ``prefer_dependent``: coordinates (indices into ``q_index``) that the automatic choice of independent
     coordinates makes dependent first (the follower of a coupling, the outputs of an explicit map).
     ``bodies``: the bodies whose motion the constraint involves (the endpoints' paths for a loop closure).
+    ``rates``: ``(jacobian(model, params, q), bias(model, params, q, qd))`` in closed form, as `jacobian` and
+    `bias` are defined; None: by autodiff of ``residual``.
     """
 
     name: str
@@ -43,6 +49,33 @@ class Bound:
     params: tuple
     prefer_dependent: tuple = ()
     cut: "CutJoint | None" = None
+    rates: tuple | None = None
+
+    @property
+    def coordinates(self) -> tuple:
+        """The coordinates ``phi`` reads, each once, ascending: the columns of `jacobian`."""
+        return tuple(sorted(set(self.q_index)))
+
+    def _on_coordinates(self, model, params, q):
+        q = jnp.asarray(q)
+        return (lambda x: self.residual(model, params, put_rows(q, self.coordinates, x))), take_rows(q, self.coordinates)
+
+    @full_precision
+    def jacobian(self, model, params, q):
+        """``dphi/dq[coordinates]`` (size, len(coordinates)) at ``q`` (nq,)."""
+        if self.rates is not None:
+            return self.rates[0](model, params, q)
+        f, x = self._on_coordinates(model, params, q)
+        return jax.jacfwd(f)(x)
+
+    @full_precision
+    def bias(self, model, params, q, qd):
+        """``k = -Kdot qd`` (size,) at ``q`` (nq,) for the rates ``qd`` (len(coordinates),) of `coordinates`."""
+        if self.rates is not None:
+            return self.rates[1](model, params, q, qd)
+        f, x = self._on_coordinates(model, params, q)
+        velocity = lambda x: jax.jvp(f, (x,), (qd,))[1]  # K(x) qd
+        return -jax.jvp(velocity, (x,), (qd,))[1]
 
 
 @dataclass(frozen=True)
@@ -90,8 +123,16 @@ class Coupling:
             ratio, offset = params
             return jnp.stack([q[qj] - ratio * q[qr] - offset])
 
+        def jacobian(model, params, q):
+            entry = {qj: jnp.ones_like(params[0]), qr: -params[0]}
+            return jnp.stack([entry[i] for i in sorted(entry)])[None]
+
+        def bias(model, params, q, qd):
+            return jnp.zeros(1, qd.dtype)
+
         return Bound(what, "coupling", (qj, qr), (bj, br), 1, residual,
-                     (jnp.asarray(float(self.ratio)), jnp.asarray(float(self.offset))), prefer_dependent=(0,))
+                     (jnp.asarray(float(self.ratio)), jnp.asarray(float(self.offset))), prefer_dependent=(0,),
+                     rates=(jacobian, bias))
 
 
 def coupling(joint, reference, ratio, offset=0.0) -> Coupling:
@@ -118,8 +159,17 @@ class LinearCoupling:
             A, offset = params
             return A @ q[jnp.asarray(cols)] - offset
 
+        E = np.equal.outer(cols, sorted(set(cols))).astype(float)  # A's columns to the sorted coordinates
+
+        def jacobian(model, params, q):
+            return params[0] @ jnp.asarray(E, params[0].dtype)
+
+        def bias(model, params, q, qd):
+            return jnp.zeros(len(params[1]), qd.dtype)
+
         return Bound(what, "linear", cols, tuple(b for _, b in idx), A.shape[0], residual,
-                     (jnp.asarray(A), jnp.asarray(np.broadcast_to(np.asarray(self.offset, float), A.shape[0]))))
+                     (jnp.asarray(A), jnp.asarray(np.broadcast_to(np.asarray(self.offset, float), A.shape[0]))),
+                     rates=(jacobian, bias))
 
 
 def linear_coupling(joints, A, offset=0.0) -> LinearCoupling:
@@ -145,17 +195,30 @@ def common_ancestor(topology, bodies):
     return max(common, key=lambda b: topology.depth[b]) if common else -1
 
 
-@full_precision
-def path_pose(model, q, path) -> Transform:
-    """Pose of the last body of ``path`` in the frame of the first one's parent: the joint placements and joint
-    motions composed along a static path (`_path`)."""
-    T = None
+def path_motion(model, q, path):
+    """Pose of the last body of ``path`` in the frame of the first one's parent, and the spatial axis (6,) of
+    each joint on ``path`` (angular part first, about that frame's origin): the joint placements and joint motions
+    composed along a static path (`_path`), each joint's ``H*`` turned into the path's base frame."""
+    T, axes = None, []
     for i in path:
         kind = KINDS[model.topology.kinds[i]]
         q_i = q[model.topology.q_offset[i] : model.topology.q_offset[i] + kind.nq]
         X = compose(Transform(model.X_tree.R[i], model.X_tree.p[i]), kind.transform(q_i, model.axis[i], model.coef[i]))
         T = X if T is None else compose(T, X)
-    return T
+        h = kind.hinge_map(model.axis[i], model.coef[i])[0]
+        w = mv(T.R, h[:3])
+        axes.append(jnp.concatenate([w, mv(T.R, h[3:]) + cross3(T.p, w)]))  # moved to the base frame's origin
+    return T, axes
+
+
+def _velocity_and_bias(axes, rates, dtype):
+    """Spatial velocity ``V = sum_j S_j qd_j`` of the last body of a path and its acceleration at ``qdd = 0``,
+    ``sum_j V_(j-1) x S_j qd_j`` (the path's base at rest; ``V_(j-1)`` the velocity of joint j's parent)."""
+    V = A = jnp.zeros(6, dtype)
+    for S, rate in zip(axes, rates):
+        m = S * rate
+        A, V = A + cross_motion(V, m), V + m
+    return V, A
 
 
 def _orthonormal_pair(e):
@@ -212,18 +275,23 @@ class LoopClosure:
         rows = {"revolute": None, "planar": _orthonormal_pair(axis), "ball": np.eye(3), "weld": np.eye(3)}[self.kind]
         perp = _orthonormal_pair(axis)
 
-        def frame_pose(model, q, f, path, placement):
-            """Pose of a closure frame in the common ancestor's frame (the world for ``f`` None)."""
-            if f is None:
-                return placement
-            T = Transform(model.frame_placement.R[f], model.frame_placement.p[f])  # frame in its body
-            if path:
-                T = compose(path_pose(model, q, path), T)
-            return compose(T, placement)
+        def frames(model, params, q):
+            """Frames a and b in the common ancestor's frame (the world's for a world end) and the spatial axes of
+            the joints on their paths."""
+            out = []
+            for f, path, P in zip((fa, fb), paths, params):
+                if f is None:
+                    out.append((Transform(*P), []))
+                    continue
+                T, axes = path_motion(model, q, path)
+                F = Transform(model.frame_placement.R[f], model.frame_placement.p[f])  # frame in its body
+                out.append((compose(F if T is None else compose(T, F), Transform(*P)), axes))
+            return out
 
         kind = self.kind
 
         def relative_rows(d, R_ab):
+            """The rows, linear in ``d`` and ``R_ab``; so their rates are the rows of the rates."""
             if kind == "revolute":
                 e = jnp.asarray(axis, d.dtype)
                 return jnp.concatenate([d, jnp.asarray(perp, d.dtype) @ (R_ab @ e)])
@@ -233,16 +301,44 @@ class LoopClosure:
             return jnp.asarray(rows, d.dtype) @ d
 
         def residual(model, params, q):
-            Pa, Pb = params
-            Ta = frame_pose(model, q, fa, paths[0], Transform(*Pa))
-            Tb = frame_pose(model, q, fb, paths[1], Transform(*Pb))
+            (Ta, _), (Tb, _) = frames(model, params, q)
             return relative_rows(mv(Ta.R.T, Tb.p - Ta.p), Ta.R.T @ Tb.R)  # b's origin and axes in frame a
+
+        def jacobian(model, params, q):
+            """Column j: the rows' rate for a unit rate of the j-th joint of ``bodies``, whose spatial axis ``S``
+            moves b relative to a (``+S`` on b's path, ``-S`` on a's): ``d' = R_a* (v + w x p_b)`` and
+            ``R_ab' = (R_a* w)~ R_ab``."""
+            (Ta, axes_a), (Tb, axes_b) = frames(model, params, q)
+            Rt, R_ab = swap(Ta.R), mm(swap(Ta.R), Tb.R)
+
+            def rate(S):
+                return relative_rows(mv(Rt, S[3:] + cross3(S[:3], Tb.p)), mm(skew(mv(Rt, S[:3])), R_ab))
+
+            column = dict(zip(paths[0], (rate(-S) for S in axes_a))) | dict(zip(paths[1], (rate(S) for S in axes_b)))
+            return jnp.stack([column[i] for i in bodies], -1)
+
+        def bias(model, params, q, qd):
+            """``-phi''`` at ``qdd = 0``, from the relative velocity ``V = V_b - V_a`` and bias acceleration
+            ``A = A_b - A_a`` (common ancestor's frame, about its origin): with ``u = v + w x p_b`` (so
+            ``d' = R_a* u``) and ``w_a = R_a* w``, ``d'' = R_a* (u' - w_a x u)`` and
+            ``R_ab'' = ((R_a* w)'~ + (R_a* w)~^2) R_ab``."""
+            (Ta, axes_a), (Tb, axes_b) = frames(model, params, q)
+            rate = {i: qd[k] for k, i in enumerate(bodies)}
+            Va, Aa = _velocity_and_bias(axes_a, [rate[i] for i in paths[0]], qd.dtype)
+            Vb, Ab = _velocity_and_bias(axes_b, [rate[i] for i in paths[1]], qd.dtype)
+            V, A = Vb - Va, Ab - Aa
+            Rt, R_ab, p_b = swap(Ta.R), mm(swap(Ta.R), Tb.R), Tb.p
+            u = V[3:] + cross3(V[:3], p_b)
+            u_dot = A[3:] + cross3(A[:3], p_b) + cross3(V[:3], Vb[3:] + cross3(Vb[:3], p_b))
+            d_ddot = mv(Rt, u_dot - cross3(Va[:3], u))
+            w, w_dot = mv(Rt, V[:3]), mv(Rt, A[:3] - cross3(Va[:3], V[:3]))
+            return -relative_rows(d_ddot, mm(skew(w_dot) + mm(skew(w), skew(w)), R_ab))
 
         params = tuple((jnp.asarray(np.asarray(P[0], float)), jnp.asarray(np.asarray(P[1], float)))
                        for P in (self.placement_a, self.placement_b))
         q_index = tuple(int(topo.q_offset[i]) for i in bodies)
         return Bound(what, "closure", q_index, bodies, CLOSURES[self.kind], residual, params,
-                     cut=CutJoint(fa, ba, fb, bb, relative_rows))
+                     cut=CutJoint(fa, ba, fb, bb, relative_rows), rates=(jacobian, bias))
 
 
 def _placement(placement):

@@ -6,19 +6,18 @@ independent ones ``i`` and dependent ones ``d`` and embeds them as
     qd_S = G_S yd_S,   qdd_S = G_S ydd_S + g_S,   G_S = P [1; -K_d^-1 K_i],   g_S = P [0; K_d^-1 k_S]
 
 (``P`` puts the rows back in coordinate order); ``K G = 0`` and ``K g = k``. ``G_S`` is the book's ``X_S`` and
-``g_S`` its ``Xdot_S theta_dot_RS``. ``K`` comes from ``jax.jacfwd`` of the residual over the constrained
-coordinates only, ``k`` from a nested ``jax.jvp`` (``qd* d2phi/dq2 qd``).
+``g_S`` its ``Xdot_S theta_dot_RS``. Each constraint gives its block of ``K`` and its rows of ``k`` over its own
+coordinates (`jaxmb.loops.constraints.Bound`): a loop closure in closed form, the others by autodiff.
 """
 
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.compilation import eager_jit
 from jaxmb.precision import full_precision
-from jaxmb.rows import place_rows, put_rows, take_rows
+from jaxmb.rows import place_rows, put_rows, sum_rows, take_rows
 from jaxmb.spatial import inverse3, mm, mv, swap
 
 
@@ -31,17 +30,20 @@ def constraint_residual(lm, q):
     return jnp.concatenate([c.residual(lm.tree, p, q) for c, p in zip(lm.constraints, lm.params)])
 
 
-def _on_constrained(lm, q):
-    """``x -> phi(q with its constrained coordinates set to x)``, and ``q``'s constrained coordinates."""
-    q = jnp.asarray(q)
-    return (lambda x: constraint_residual(lm, put_rows(q, lm.c_q_index, x))), take_rows(q, lm.c_q_index)
+def _columns(lm, c):
+    """Positions in `LoopModel.c_q_index` of a bound constraint's `coordinates` (static)."""
+    return [lm.c_q_index.index(i) for i in c.coordinates]
 
 
 @full_precision
 def constrained_jacobian(lm, q):
-    """``K`` restricted to the constrained coordinates `LoopModel.c_index`, (nc, len(c_index))."""
-    f, x = _on_constrained(lm, q)
-    return jax.jacfwd(f)(x)
+    """``K`` restricted to the constrained coordinates `LoopModel.c_index`, (nc, len(c_index)): each constraint's
+    block (`Bound.jacobian`) in its columns."""
+    n = len(lm.c_q_index)
+    if not lm.constraints:
+        return jnp.zeros((0, n), q.dtype)
+    return jnp.concatenate([swap(sum_rows(swap(c.jacobian(lm.tree, p, q)), _columns(lm, c), n))
+                            for c, p in zip(lm.constraints, lm.params)])
 
 
 @eager_jit
@@ -55,11 +57,12 @@ def constraint_jacobian(lm, q):
 @eager_jit
 @full_precision
 def constraint_bias(lm, q, qd):
-    """``k = -Kdot qd`` (nc,), the right side of ``K qdd = k``."""
-    f, x = _on_constrained(lm, q)
-    xd = take_rows(qd, lm.c_index)
-    velocity = lambda x: jax.jvp(f, (x,), (xd,))[1]  # K(x) xd
-    return -jax.jvp(velocity, (x,), (xd,))[1]
+    """``k = -Kdot qd`` (nc,), the right side of ``K qdd = k``: each constraint's rows (`Bound.bias`)."""
+    if not lm.constraints:
+        return jnp.zeros(0, q.dtype)
+    qd_c = take_rows(qd, lm.c_index)
+    return jnp.concatenate([c.bias(lm.tree, p, q, take_rows(qd_c, _columns(lm, c)))
+                            for c, p in zip(lm.constraints, lm.params)])
 
 
 class Embedding(NamedTuple):

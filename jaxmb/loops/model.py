@@ -26,7 +26,6 @@ from jaxmb.errors import ModelError
 from jaxmb.joints import KINDS
 from jaxmb.model import Model
 from jaxmb.loops.constraints import _path, common_ancestor
-from jaxmb.precision import full_precision
 
 
 @dataclass(frozen=True)
@@ -178,13 +177,15 @@ def _choose_dependent(K, m, prefer, names, where):
     return sorted(chosen)
 
 
-@full_precision
 def _constraint_jacobian_at(tree, bound, params, q, c_q_index):
-    def f(x):
-        qq = q.at[jnp.asarray(c_q_index)].set(x)
-        return jnp.concatenate([c.residual(tree, p, qq) for c, p in zip(bound, params)])
-
-    return np.asarray(jax.jacfwd(f)(q[jnp.asarray(c_q_index)]))
+    """``K`` over the constrained coordinates (nc, len(c_q_index)) at ``q``, each constraint's block
+    (`Bound.jacobian`) in its columns, as numpy."""
+    K = np.zeros((sum(c.size for c in bound), len(c_q_index)))
+    row = 0
+    for c, p in zip(bound, params):
+        K[row : row + c.size, [c_q_index.index(i) for i in c.coordinates]] = np.asarray(c.jacobian(tree, p, q))
+        row += c.size
+    return K
 
 
 def close_loops(tree: Model, constraints, independent=None, q_reference=None, name=None) -> LoopModel:

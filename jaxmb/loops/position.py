@@ -16,7 +16,7 @@ import numpy as np
 from jaxmb.compilation import eager_jit
 from jaxmb.configuration import integrate as tree_integrate
 from jaxmb.configuration import neutral_configuration
-from jaxmb.loops.embedding import constraint_residual, spanning_velocity
+from jaxmb.loops.embedding import constrained_jacobian, constraint_residual, spanning_velocity
 from jaxmb.precision import full_precision
 
 
@@ -50,12 +50,17 @@ def solve_configuration(lm, y, guess=None, iterations=10, tol=None) -> LoopConfi
     if dep.size == 0:
         return LoopConfiguration(q0, jnp.zeros((), y.dtype), jnp.asarray(True))
 
+    dep_cols = [lm.c_q_index.index(i) for i in dependent_q_index(lm)]
+
     def F(x):
         return constraint_residual(lm, q0.at[dep].set(x))
 
+    def K_d(x):
+        return constrained_jacobian(lm, q0.at[dep].set(x))[:, jnp.asarray(dep_cols)]
+
     def newton(F, x):
         def iteration(_, x):
-            step = jnp.linalg.solve(jax.jacfwd(F)(x), F(x))
+            step = jnp.linalg.solve(K_d(x), F(x))
             return x - jnp.where(jnp.all(jnp.isfinite(step)), step, 0.0)
 
         return jax.lax.fori_loop(0, iterations, iteration, x)  # one traced step: compile time flat in iterations
