@@ -57,8 +57,10 @@ class Bound:
         return tuple(sorted(set(self.q_index)))
 
     def _on_coordinates(self, model, params, q):
+        """``x -> phi(q with its coordinates set to x)``, and ``q``'s coordinates."""
         q = jnp.asarray(q)
-        return (lambda x: self.residual(model, params, put_rows(q, self.coordinates, x))), take_rows(q, self.coordinates)
+        x = take_rows(q, self.coordinates)
+        return (lambda x: self.residual(model, params, put_rows(q, self.coordinates, x))), x
 
     @full_precision
     def jacobian(self, model, params, q):
@@ -318,10 +320,10 @@ class LoopClosure:
             return jnp.stack([column[i] for i in bodies], -1)
 
         def bias(model, params, q, qd):
-            """``-phi''`` at ``qdd = 0``, from the relative velocity ``V = V_b - V_a`` and bias acceleration
-            ``A = A_b - A_a`` (common ancestor's frame, about its origin): with ``u = v + w x p_b`` (so
-            ``d' = R_a* u``) and ``w_a = R_a* w``, ``d'' = R_a* (u' - w_a x u)`` and
-            ``R_ab'' = ((R_a* w)'~ + (R_a* w)~^2) R_ab``."""
+            """``-phi''`` at ``qdd = 0``, from the relative velocity ``V = V_b - V_a = (w, v)`` and bias
+            acceleration ``A = A_b - A_a`` (common ancestor's frame, about its origin). With ``u = v + w x p_b``
+            (so ``d' = R_a* u``), ``w_a`` frame a's angular velocity and ``W = R_a* w`` (so ``R_ab' = W~ R_ab``):
+            ``d'' = R_a* (u' - w_a x u)``, ``W' = R_a* (A_w - w_a x w)`` and ``R_ab'' = (W'~ + W~ W~) R_ab``."""
             (Ta, axes_a), (Tb, axes_b) = frames(model, params, q)
             rate = {i: qd[k] for k, i in enumerate(bodies)}
             Va, Aa = _velocity_and_bias(axes_a, [rate[i] for i in paths[0]], qd.dtype)

@@ -70,8 +70,9 @@ class LoopModel:
 
     Leaves: ``tree`` (a `jaxmb.Model`) and ``params`` (one tuple of arrays per constraint).
     Static: ``constraints`` (`Bound`), ``clusters``, ``schedule`` (per cluster-tree depth, groups of cluster
-    indices with one signature), ``c_index`` / ``c_q_index`` (the constrained coordinates, those of loop clusters, ascending, in ``qd`` and in ``q``),
-    ``y_q_index`` / ``y_v_index`` (independent position and velocity coordinates in ``q`` and ``qd``).
+    indices with one signature), ``c_index`` / ``c_q_index`` (the constrained coordinates, those of loop
+    clusters, ascending, in ``qd`` and in ``q``), ``y_q_index`` / ``y_v_index`` (independent position and
+    velocity coordinates in ``q`` and ``qd``).
     """
 
     tree: Model
@@ -292,5 +293,5 @@ def close_loops(tree: Model, constraints, independent=None, q_reference=None, na
             if c.depth == d:
                 groups.setdefault(c.signature(topo.nv_body), []).append(k)
         schedule.append(tuple(tuple(g) for g in groups.values()))
-    return LoopModel(tree, params, tuple(bound), tuple(clusters), tuple(schedule), tuple(c_index), tuple(c_q_index), tuple(y_q),
-                     tuple(y_v), name or tree.name)
+    return LoopModel(tree, params, tuple(bound), tuple(clusters), tuple(schedule), tuple(c_index), tuple(c_q_index),
+                     tuple(y_q), tuple(y_v), name or tree.name)
