@@ -23,7 +23,7 @@ import numpy as np
 from jaxmb.errors import ModelError
 from jaxmb.joints import KINDS
 from jaxmb.precision import full_precision
-from jaxmb.rows import put_rows, take_rows
+from jaxmb.rows import put_rows, sum_rows, take_rows
 from jaxmb.spatial import Transform, compose, cross3, cross_motion, mm, mv, skew, swap
 
 CLOSURES = {"revolute": 5, "planar": 2, "ball": 3, "weld": 6}
@@ -55,6 +55,10 @@ class Bound:
     def coordinates(self) -> tuple:
         """The coordinates ``phi`` reads, each once, ascending: the columns of `jacobian`."""
         return tuple(sorted(set(self.q_index)))
+
+    def columns(self, coordinates) -> list:
+        """Positions of `coordinates` in ``coordinates``, a static tuple of indices into ``q`` that holds them."""
+        return [coordinates.index(i) for i in self.coordinates]
 
     def _on_coordinates(self, model, params, q):
         """``x -> phi(q with its coordinates set to x)``, and ``q``'s coordinates."""
@@ -91,6 +95,17 @@ class CutJoint:
     frame_b: int | None
     body_b: int
     rows: Callable
+
+
+@full_precision
+def stacked_jacobian(model, bound, params, q, coordinates):
+    """``K`` of the ``bound`` constraints (each with its ``params``) over ``coordinates`` (a static tuple of indices
+    into ``q`` holding every constraint's), (nc, len(coordinates)): each block (`Bound.jacobian`) in its columns."""
+    n = len(coordinates)
+    if not bound:
+        return jnp.zeros((0, n), q.dtype)
+    return jnp.concatenate([swap(sum_rows(swap(c.jacobian(model, p, q)), c.columns(coordinates), n))
+                            for c, p in zip(bound, params)])
 
 
 def _joint_coordinate(model, joint, what):

@@ -16,8 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.compilation import eager_jit
+from jaxmb.loops.constraints import stacked_jacobian
 from jaxmb.precision import full_precision
-from jaxmb.rows import place_rows, put_rows, sum_rows, take_rows
+from jaxmb.rows import place_rows, put_rows, take_rows
 from jaxmb.spatial import inverse3, mm, mv, swap
 
 
@@ -30,20 +31,10 @@ def constraint_residual(lm, q):
     return jnp.concatenate([c.residual(lm.tree, p, q) for c, p in zip(lm.constraints, lm.params)])
 
 
-def _columns(lm, c):
-    """Positions in `LoopModel.c_q_index` of a bound constraint's `coordinates` (static)."""
-    return [lm.c_q_index.index(i) for i in c.coordinates]
-
-
 @full_precision
 def constrained_jacobian(lm, q):
-    """``K`` restricted to the constrained coordinates `LoopModel.c_index`, (nc, len(c_index)): each constraint's
-    block (`Bound.jacobian`) in its columns."""
-    n = len(lm.c_q_index)
-    if not lm.constraints:
-        return jnp.zeros((0, n), q.dtype)
-    return jnp.concatenate([swap(sum_rows(swap(c.jacobian(lm.tree, p, q)), _columns(lm, c), n))
-                            for c, p in zip(lm.constraints, lm.params)])
+    """``K`` restricted to the constrained coordinates `LoopModel.c_index`, (nc, len(c_index))."""
+    return stacked_jacobian(lm.tree, lm.constraints, lm.params, q, lm.c_q_index)
 
 
 @eager_jit
@@ -61,7 +52,7 @@ def constraint_bias(lm, q, qd):
     if not lm.constraints:
         return jnp.zeros(0, q.dtype)
     qd_c = take_rows(qd, lm.c_index)
-    return jnp.concatenate([c.bias(lm.tree, p, q, take_rows(qd_c, _columns(lm, c)))
+    return jnp.concatenate([c.bias(lm.tree, p, q, take_rows(qd_c, c.columns(lm.c_q_index)))
                             for c, p in zip(lm.constraints, lm.params)])
 
 

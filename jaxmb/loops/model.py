@@ -25,7 +25,7 @@ from jaxmb.configuration import neutral_configuration
 from jaxmb.errors import ModelError
 from jaxmb.joints import KINDS
 from jaxmb.model import Model
-from jaxmb.loops.constraints import _path, common_ancestor
+from jaxmb.loops.constraints import _path, common_ancestor, stacked_jacobian
 
 
 @dataclass(frozen=True)
@@ -178,17 +178,6 @@ def _choose_dependent(K, m, prefer, names, where):
     return sorted(chosen)
 
 
-def _constraint_jacobian_at(tree, bound, params, q, c_q_index):
-    """``K`` over the constrained coordinates (nc, len(c_q_index)) at ``q``, each constraint's block
-    (`Bound.jacobian`) in its columns, as numpy."""
-    K = np.zeros((sum(c.size for c in bound), len(c_q_index)))
-    row = 0
-    for c, p in zip(bound, params):
-        K[row : row + c.size, [c_q_index.index(i) for i in c.coordinates]] = np.asarray(c.jacobian(tree, p, q))
-        row += c.size
-    return K
-
-
 def close_loops(tree: Model, constraints, independent=None, q_reference=None, name=None) -> LoopModel:
     """Bind ``constraints`` (`jaxmb.loops.constraints`) to ``tree``, aggregate the loops into clusters and fix
     the independent coordinates.
@@ -215,7 +204,7 @@ def close_loops(tree: Model, constraints, independent=None, q_reference=None, na
     c_q_index = [int(topo.q_offset[b]) for b in c_bodies]
     q_ref = neutral_configuration(tree) if q_reference is None else jnp.asarray(q_reference, float)
     if bound:
-        K_all = _constraint_jacobian_at(tree, bound, params, q_ref.astype(tree.mass.dtype), c_q_index)
+        K_all = np.asarray(stacked_jacobian(tree, bound, params, q_ref.astype(tree.mass.dtype), tuple(c_q_index)))
     wanted = None if independent is None else set(independent)
     if wanted is not None:
         unknown = wanted - set(tree.joint_names)
