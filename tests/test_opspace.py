@@ -76,6 +76,7 @@ def _full_rank_task(name):
 # variants (with gravity and without, a second batch axis). The tests only compare its outputs.
 
 SEEDS = tuple(range(10))  # the state of seed s is random_state(model, PRNGKey(s)); each test uses its own seeds
+WALKED_TASK = "two-frames-two-axes-world"  # the task whose compliance `evaluate` also gets alone, by the walk
 GRAVITY = {"gravity": 0, "no-gravity": 1}  # index along the gravity axis of `evaluated(name)["gravity"]`
 
 
@@ -91,8 +92,9 @@ def _evaluate(m, q, qd, tau, u, posture, full_rank):
             "ts": ts,
             "J_dense": J,
             "a_os": a_os,
-            "Lambda_inv": jaxmb.operational_space_compliance(m, q, frames, axes, reference),
         }
+    n, axes, reference = TASKS[WALKED_TASK]  # the walk alone (`task_space` walks the same columns)
+    out["Lambda_inv_walked"] = jaxmb.operational_space_compliance(m, q, frames_of(m, n), axes, reference)
     out["M"] = jaxmb.mass_matrix(m, q)
     out["Lambda_inv_bodies"] = jaxmb.operational_space_compliance(m, q, m.body_names[-2:])  # body origins
     out["upsilon"] = jaxmb.upsilon(m, q)
@@ -171,8 +173,10 @@ def test_10_6_compliance_is_J_Minv_Jstar(name, task_name):
     t = out["tasks"][task_name]
     J, M = t["J_dense"], out["M"]
     assert_close(t["ts"].J, J)
-    assert_close(t["Lambda_inv"], J @ np.linalg.solve(M, J.T))
+    assert_close(t["ts"].Lambda_inv, J @ np.linalg.solve(M, J.T))
     assert_close(t["ts"].Minv_Jt, np.linalg.solve(M, J.T))
+    if task_name == WALKED_TASK:
+        assert_close(out["Lambda_inv_walked"], t["ts"].Lambda_inv)
 
 
 @pytest.mark.parametrize("name", ALL)
