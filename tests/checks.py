@@ -114,3 +114,28 @@ def dense_operators(model, q):
 
     with mock.patch.object(jaxmb.operators, "_blocks", _fast_blocks()):
         return jaxmb.operators.dense_operators(model, q)
+
+
+
+@functools.cache
+def derivative_programs(f):
+    """``f``, its JVP ``(args, tangents) -> (out, tangent_out)`` and its VJP ``(args, cotangent) -> cotangents``,
+    each one program compiled by `fast_jit` (the derivatives are taken inside the programs, where its options are
+    allowed); one triple per ``f``, so that calls at other points of the same shapes reuse the programs."""
+    import jax
+
+    return (fast_jit(f), fast_jit(lambda args, tangents: jax.jvp(f, args, tangents)),
+            fast_jit(lambda args, cotangent: jax.vjp(f, *args)[1](cotangent)))
+
+
+def check_grads(f, args, atol=None, rtol=None, eps=None):
+    """`jax.test_util.check_grads` of order 1 in both modes: its own checks (`check_jvp`, `check_vjp`: one random
+    direction against central differences) on the programs of `derivative_programs`. ``check_grads(jax.jit(f),
+    ...)`` compiles four programs with XLA's default options (``f``, the JVP and both halves of the VJP); this
+    compiles three in the cheaper form. ``f``: a plain function of the arrays (pytrees) ``args``."""
+    from jax.test_util import check_jvp, check_vjp
+
+    primal, jvp, vjp = derivative_programs(f)
+    tolerances = dict(atol=atol, rtol=rtol, **({} if eps is None else {"eps": eps}))
+    check_jvp(primal, jvp, tuple(args), **tolerances)
+    check_vjp(primal, lambda *a: (primal(*a), lambda ct: vjp(a, ct)), tuple(args), **tolerances)

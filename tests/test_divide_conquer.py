@@ -14,7 +14,6 @@ import checks
 import jax
 import jax.numpy as jnp
 import pytest
-from jax.test_util import check_grads
 
 import jaxmb
 from jaxmb.dynamics.divide_conquer import _plan
@@ -122,12 +121,10 @@ def test_check_grads(small):
     """Forward and reverse mode with respect to the state, the external forces and the body masses."""
     model, q, qd, tau, f_ext = small
 
-    @jax.jit
     def dynamics(q, qd, tau, f_ext, mass):
         return jaxmb.forward_dynamics_dc(model.replace(mass=mass), q, qd, tau, f_ext)
 
-    with checks.multiply_reduce_products():  # each derivative compiles one program
-        check_grads(dynamics, (q, qd, tau, f_ext, model.mass), order=1, modes=("fwd", "rev"))
+    checks.check_grads(dynamics, (q, qd, tau, f_ext, model.mass))
 
 
 def test_branched_tree_raises_value_error_naming_the_body():

@@ -1,5 +1,5 @@
 """JAX transformations of the public functions: jit == eager, vmap over states and over models == a loop,
-forward- and reverse-mode derivatives (`jax.test_util.check_grads`, NaN-free at the neutral configuration and at
+forward- and reverse-mode derivatives (`jax.test_util`'s checks against central differences, NaN-free at the neutral configuration and at
 zero velocity), and float32.
 
 One small floating-base tree holds the joint kinds with distinct code paths (free, spherical, planar, and a
@@ -112,7 +112,6 @@ def test_vmap_over_models_equals_loop():
 # -- derivatives -----------------------------------------------------------------------------------------------
 
 
-@jax.jit
 def dynamics(q, qd, u, mass, com):
     """Forward and inverse dynamics (with ``u`` as tau and as qdd) as one function of the state and of the
     model's masses and centres of mass."""
@@ -138,10 +137,10 @@ def test_check_grads_of_forward_and_inverse_dynamics(point):
     args = derivative_points()[point]
     keys = jax.random.split(jax.random.PRNGKey(0), len(args))
     tangents = tuple(jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, args))
-    with checks.multiply_reduce_products():  # `dynamics` is jitted: each derivative compiles one program
-        check_grads(dynamics, args, order=1, modes=("fwd", "rev"))
-        out, tangent_out = jax.jvp(dynamics, args, tangents)
-        cotangents = jax.vjp(dynamics, *args)[1](jnp.ones_like(out))
+    checks.check_grads(dynamics, args)
+    _, jvp, vjp = checks.derivative_programs(dynamics)
+    out, tangent_out = jvp(args, tangents)
+    cotangents = vjp(args, jnp.ones_like(out))
     for x in (tangent_out, *cotangents):
         assert np.all(np.isfinite(x))
     if point == "random":
@@ -195,7 +194,6 @@ def test_inverse_dynamics_derivatives_equal_autodiff_through_the_sweeps():
     assert_tree_close(adjoint, sweeps, rtol=IMPLICIT_RTOL)
 
 
-@jax.jit
 def _forward_dynamics_of_inertia(inertia, armature, q, qd, tau):
     return jaxmb.forward_dynamics(model().replace(inertia=inertia, armature=armature), q, qd, tau)
 
@@ -206,8 +204,7 @@ def test_check_grads_of_forward_dynamics_in_the_inertias():
     the state."""
     q, qd, tau, _ = (x[0] for x in states(1, seed=7))
     args = (model().inertia, jnp.full(model().nv, 0.1), q, qd, tau)
-    with checks.multiply_reduce_products():  # each derivative compiles one program
-        check_grads(_forward_dynamics_of_inertia, args, order=1, modes=("fwd", "rev"))
+    checks.check_grads(_forward_dynamics_of_inertia, args)
 
 
 @jax.jit
