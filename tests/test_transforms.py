@@ -1,6 +1,6 @@
 """JAX transformations of the public functions: jit == eager, vmap over states and over models == a loop,
-forward- and reverse-mode derivatives (`jax.test_util`'s checks against central differences, NaN-free at the neutral configuration and at
-zero velocity), and float32.
+forward- and reverse-mode derivatives (`jax.test_util`'s checks against central differences, NaN-free at the
+neutral configuration and at zero velocity), and float32.
 
 One small floating-base tree holds the joint kinds with distinct code paths (free, spherical, planar, and a
 revolute screw). The functions under test are gathered in `outputs`, so each transformation compiles one program.
