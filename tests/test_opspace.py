@@ -396,8 +396,8 @@ def test_compliance_walk_equals_J_times_the_down_sweeps_Minv_Jstar_and_dense_J_M
     @checks.fast_jit
     def both(q):
         out = {}
-        for name, frames in WALK_TASKS.items():
-            for r, axes in ((6, None), (2, (1, 5))):
+        for name, frames in WALK_TASKS.items():  # two of the six axes on the task with every kind of frame
+            for r, axes in ((6, None), (2, (1, 5))) if name == "all" else ((6, None),):
                 out[name, r] = (jaxmb.operational_space_compliance(m, q, frames, axes, reference),
                                    jaxmb.task_space(m, q, frames, axes, reference))
         return out, jaxmb.mass_matrix(m, q)
