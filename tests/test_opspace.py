@@ -50,12 +50,16 @@ def frames_of(m, n):
     return m.body_names[-n:]
 
 
-def dense_task(m, q, qd, n, axes, reference):
-    """J, Jdot qd of the task from the per-frame functions of jaxmb.kinematics."""
+def dense_task(m, q, qd, n, axes, reference, per_frame):
+    """J, Jdot qd of the task from the per-frame functions of jaxmb.kinematics; ``per_frame``: a dict that keeps
+    each frame's (Jacobian, bias acceleration) for the other tasks of the same state."""
     rows = np.asarray(jaxmb.dynamics.opspace.task(m, frames_of(m, n), axes, reference).axes)
-    J = jnp.concatenate([jaxmb.jacobian(m, q, f, reference)[rows] for f in frames_of(m, n)])
-    a = jnp.concatenate([jaxmb.frame_bias_acceleration(m, q, qd, f, reference)[rows] for f in frames_of(m, n)])
-    return J, a
+    for f in frames_of(m, n):
+        if (f, reference) not in per_frame:
+            per_frame[f, reference] = (jaxmb.jacobian(m, q, f, reference),
+                                       jaxmb.frame_bias_acceleration(m, q, qd, f, reference))
+    J, a = zip(*(per_frame[f, reference] for f in frames_of(m, n)))
+    return jnp.concatenate([x[rows] for x in J]), jnp.concatenate([x[rows] for x in a])
 
 
 def dense_Omega(ops):
@@ -82,11 +86,11 @@ GRAVITY = {"gravity": 0, "no-gravity": 1}  # index along the gravity axis of `ev
 def _evaluate(m, q, qd, tau, u, posture, full_rank):
     """All quantities at one state; ``u`` and ``posture`` are the task accelerations and posture forces of the
     closed-loop controller, on the task ``full_rank``."""
-    out = {"tasks": {}}
+    out, per_frame = {"tasks": {}}, {}
     for task_name, (n, axes, reference) in TASKS.items():
         frames = frames_of(m, n)
         ts = jaxmb.task_space(m, q, frames, axes, reference)
-        J, a_os = dense_task(m, q, qd, n, axes, reference)
+        J, a_os = dense_task(m, q, qd, n, axes, reference, per_frame)
         out["tasks"][task_name] = {
             "ts": ts,
             "J_dense": J,
