@@ -116,7 +116,6 @@ def dense_operators(model, q):
         return jaxmb.operators.dense_operators(model, q)
 
 
-
 @functools.cache
 def derivative_programs(f):
     """``f``, its JVP ``(args, tangents) -> (out, tangent_out)`` and its VJP ``(args, cotangent) -> cotangents``,
