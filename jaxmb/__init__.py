@@ -13,7 +13,13 @@ from jaxmb import assets, joints, operators, spatial
 from jaxmb.batching import chunked_vmap
 from jaxmb.compilation import jit
 from jaxmb.configuration import configuration_rate, integrate, neutral_configuration, random_configuration
-from jaxmb.dynamics.articulated import ArticulatedBody, articulated_body, forward_dynamics
+from jaxmb.dynamics.articulated import (
+    ArticulatedBody,
+    ArticulatedInertias,
+    articulated_body,
+    articulated_inertias,
+    forward_dynamics,
+)
 from jaxmb.dynamics.derivatives import (
     ForwardDynamicsDerivatives,
     InverseDynamicsDerivatives,

@@ -39,6 +39,7 @@ def _evaluate(model, q, qd, u, f_ext, mask):
     L, D = jaxmb.innovations_factors(model, q)
     return {
         "ab": ab,
+        "inertias": jaxmb.articulated_inertias(model, q),
         "M": jaxmb.mass_matrix(model, q),
         "C": jaxmb.bias_forces(model, q, qd, f_ext),
         "L": L,
@@ -101,6 +102,15 @@ def _blocks(A):
 
 
 # -- articulated-body quantities (ch. 6) -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_articulated_inertias_are_the_sweeps_at_any_velocity_and_forces(name):
+    """`articulated_inertias(q)` (pass 1 without residual forces) gives the q-only fields of `articulated_body` at a
+    state with velocities, forces and external forces."""
+    for _, _, out, _ in operator_cases(name):
+        for field, value in out["inertias"]._asdict().items():
+            assert_close(value, getattr(out["ab"], field))
 
 
 @pytest.mark.parametrize("name", ALL)

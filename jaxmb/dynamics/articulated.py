@@ -134,25 +134,41 @@ def solve_small(D, x):
     return solve_log_det(D, x)[0]
 
 
-def _articulated_step(children, X_k, M_k, a_k, b_k, H_k, T_k, A_k):
-    P_children, z_children = children
+def _gains(P, X_k, H_k, A_k, eps=None):
+    """What pass 1 derives from a body's articulated inertia ``P(k)`` (6, 6): ``D(k)``, the gain ``G(k)``, ``P+``,
+    ``tau_bar``, ``psi``, ``K`` and ``log det D``, and with the innovations ``eps`` (n,) also ``nu = D^-1 eps``,
+    from the same factors of ``D``. Returns ``(G, nu, log_det_D, D_rows, P_plus, tau_bar, psi, K)``, ``nu`` None
+    without ``eps``."""
     n = H_k.shape[0]
-    P = P_children + M_k  # P(k) = sum_j phi(k, j) P+(j) phi*(k, j) + M(k)          (6.28)
-    z = z_children + mv(P, a_k) + b_k  # z(k) = sum_j phi(k, j) z+(j) + P a(k) + b(k)    (7.42)
     PH = mm(P, H_k.T)  # P(k) H*(k)                                              (6, n)
     D = mm(H_k, PH) + jnp.diag(A_k)  # D(k) = H(k) P(k) H*(k) + diag(armature(k))  (6.13)
-    eps = T_k - mv(H_k, z)  # eps(k) = T(k) - H(k) z(k)
-    Dinv, log_det_D = solve_log_det(D, jnp.concatenate([PH.T, eps[:, None]], 1))  # D^-1 [H P, eps], one factor
+    rhs = PH.T if eps is None else jnp.concatenate([PH.T, eps[:, None]], 1)
+    Dinv, log_det_D = solve_log_det(D, rhs)  # D^-1 [H P, eps], one factorization
     G = swap(Dinv[:, :6])  # G(k) = P(k) H*(k) D^-1(k), the Kalman gain  (6, n)
-    nu = Dinv[:, 6]  # nu(k) = D^-1(k) eps(k)
+    nu = None if eps is None else Dinv[:, 6]  # nu(k) = D^-1(k) eps(k)
     tau_bar = jnp.eye(6, dtype=P.dtype) - mm(G, H_k)  # tau_bar(k) = I - G(k) H(k)            (6.16)
     P_plus = P - mm(G, PH.T)  # P+(k) = tau_bar(k) P(k) = P - G H P
-    z_plus = z + mv(G, eps)  # z+(k) = z(k) + G(k) eps(k)
     psi = swap(phi(X_k, swap(tau_bar)))  # psi(parent, k) = phi(parent, k) tau_bar(k)        (6.29)
     K = phi(X_k, G.T)  # K(parent, k) = phi(parent, k) G(k), by columns                         (6.36)
     D_rows = jnp.pad(D, ((0, 0), (0, 6 - n)))
+    return G, nu, log_det_D, D_rows, P_plus, tau_bar, psi, K
+
+
+def _articulated_step(children, X_k, M_k, a_k, b_k, H_k, T_k, A_k):
+    P_children, z_children = children
+    P = P_children + M_k  # P(k) = sum_j phi(k, j) P+(j) phi*(k, j) + M(k)          (6.28)
+    z = z_children + mv(P, a_k) + b_k  # z(k) = sum_j phi(k, j) z+(j) + P a(k) + b(k)    (7.42)
+    eps = T_k - mv(H_k, z)  # eps(k) = T(k) - H(k) z(k)
+    G, nu, log_det_D, D_rows, P_plus, tau_bar, psi, K = _gains(P, X_k, H_k, A_k, eps)
+    z_plus = z + mv(G, eps)  # z+(k) = z(k) + G(k) eps(k)
     to_parent = (phi_congruence(X_k, P_plus), phi(X_k, z_plus))
     return to_parent, (P, P_plus, tau_bar, psi, z, z_plus, log_det_D), (G.T, K, D_rows, eps, nu)
+
+
+def _inertia_step(P_children, X_k, M_k, H_k, A_k):
+    P = P_children + M_k  # (6.28)
+    G, _, log_det_D, D_rows, P_plus, tau_bar, psi, K = _gains(P, X_k, H_k, A_k)
+    return phi_congruence(X_k, P_plus), (P, P_plus, tau_bar, psi, log_det_D), (G.T, K, D_rows)
 
 
 def velocity_terms(model, q, qd, f_ext=None):
@@ -196,6 +212,33 @@ def articulated_body(model, q, qd, tau, f_ext=None) -> ArticulatedBody:
     alpha_plus = alpha - hinge_motion(model, H, qdd) - a
     return ArticulatedBody(P, P_plus, tau_bar, psi, z, z_plus, V, a, b, alpha, alpha_plus, log_det_D, G, K, D, eps, nu,
                            qdd)
+
+
+class ArticulatedInertias(NamedTuple):
+    """The articulated-body quantities that depend on ``q`` alone, as in `ArticulatedBody`: P, P_plus, tau_bar, psi
+    (nb, 6, 6), log_det_D (nb,), G, K, D (nv, 6)."""
+
+    P: jnp.ndarray
+    P_plus: jnp.ndarray
+    tau_bar: jnp.ndarray
+    psi: jnp.ndarray
+    log_det_D: jnp.ndarray
+    G: jnp.ndarray
+    K: jnp.ndarray
+    D: jnp.ndarray
+
+
+@eager_jit
+def articulated_inertias(model, q) -> ArticulatedInertias:
+    """Pass 1 of Alg 7.2 without the residual forces: the articulated inertias and gains of ``q`` (nq,), what the
+    mass matrix's factors and inverse and the operational-space compliances take (`jaxmb.dynamics.factorization`,
+    `jaxmb.dynamics.opspace`). The same values as `articulated_body` at any velocity and forces, without its
+    velocity sweep and residual forces, which XLA would compute on zeros at rest."""
+    check_shapes(model, q=q)
+    X, M = joint_poses(model, q), body_inertias(model)
+    body, dof = up(model.topology, _inertia_step, jnp.zeros((6, 6), X.p.dtype), X, M,
+                   dofs=(hinge_map(model), model.armature))
+    return ArticulatedInertias(*body, *dof)
 
 
 def _innovations_step(z_children, X_k, H_k, G_k, D_k, x_k):

@@ -2,10 +2,11 @@
 ``L^-1 = I - H psi K`` (7.14, 7.17; Lemma 9.11), ``M^-1 = L^-* D^-1 L^-1`` (7.18), ``M^-1 x`` in O(N), and
 ``log det M = sum_k log det D(k)`` (9.53). ``M`` includes ``diag(armature)``: the armature is in ``D(k)``.
 
-All are built from one articulated-body sweep at zero velocity (`articulated_body`): ``P, D, G, tau_bar`` depend
-on ``q`` alone. ``L`` is unit upper triangular in jaxmb's base-first numbering (the book numbers tips first, and
-its ``L`` is lower triangular): ``L(i, j) = H(i) phi(i, j) G(j)`` for i an ancestor of j, the identity on the
-diagonal blocks, and zero between unrelated joints.
+All are built from the articulated inertias and gains ``P, D, G``, which depend on ``q`` alone
+(`articulated_inertias`: pass 1 of the articulated-body algorithm without its residual forces). ``L`` is unit
+upper triangular in jaxmb's base-first numbering (the book numbers tips first, and its ``L`` is lower triangular):
+``L(i, j) = H(i) phi(i, j) G(j)`` for i an ancestor of j, the identity on the diagonal blocks, and zero between
+unrelated joints.
 """
 
 from functools import cache, reduce
@@ -16,7 +17,7 @@ import numpy as np
 
 from jaxmb.batching import in_cpu_chunks
 from jaxmb.compilation import eager_jit
-from jaxmb.dynamics.articulated import articulated_body, forward_dynamics, solve_small
+from jaxmb.dynamics.articulated import articulated_inertias, forward_dynamics, solve_small
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.model import check_shapes
 from jaxmb.precision import full_precision
@@ -29,11 +30,6 @@ def block_diagonal(topology, rows):
     (the per-coordinate row storage of `ArticulatedBody.D`)."""
     same_joint = topology.dof_body[:, None] == topology.dof_body[None, :]
     return jnp.where(same_joint, rows[:, topology.dof_local], 0.0)
-
-
-def _at_rest(model, q):
-    zero = jnp.zeros(model.nv, model.mass.dtype)
-    return articulated_body(model, q, zero, zero)
 
 
 def _ancestor_matrix(model, values):
@@ -51,7 +47,7 @@ def innovations_factors(model, q):
     """``(L, D)``, both (nv, nv), with ``M(q) = L D L*``: ``L = I + H phi K`` (7.14) and
     ``D = diag{H P H* + diag(armature)}``."""
     check_shapes(model, q=q)
-    ab = _at_rest(model, q)
+    ab = articulated_inertias(model, q)
     values = ancestor_walk(model.topology, joint_poses(model, q), hinge_map(model), ab.G)  # H(i) phi(i, j) G(j)
     values[0] = _identity_entries(model, ab.G.dtype)  # H(k) G(k) = I                              (6.14)
     return _ancestor_matrix(model, values), block_diagonal(model.topology, ab.D)
@@ -61,7 +57,7 @@ def innovations_factors(model, q):
 def innovations_factor_inverse(model, q):
     """``L^-1 = I - H psi K`` (nv, nv) (7.17), entries ``-H(i) psi(i, parent j) K(parent j, j)``, without a solve."""
     check_shapes(model, q=q)
-    return _inverse_factor(model, q, _at_rest(model, q))
+    return _inverse_factor(model, q, articulated_inertias(model, q))
 
 
 def _inverse_factor(model, q, ab):
@@ -71,7 +67,7 @@ def _inverse_factor(model, q, ab):
 
 @full_precision
 def _mass_matrix_inverse(model, q):
-    return mass_matrix_inverse_from(model, q, _at_rest(model, q))
+    return mass_matrix_inverse_from(model, q, articulated_inertias(model, q))
 
 
 _mass_matrix_inverse_in_chunks = in_cpu_chunks(_mass_matrix_inverse)
@@ -174,4 +170,4 @@ def mass_matrix_inverse_times(model, q, x):
 def log_det_mass_matrix(model, q):
     """``log det M(q) = sum_k log det D(k)`` (9.53): ``det L = 1``. O(N), differentiable."""
     check_shapes(model, q=q)
-    return jnp.sum(_at_rest(model, q).log_det_D)
+    return jnp.sum(articulated_inertias(model, q).log_det_D)

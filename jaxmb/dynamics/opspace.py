@@ -1,7 +1,7 @@
 """Operational space (book ch. 10): the compliance ``Lambda_inv = J M^-1 J*`` of task frames and ``M^-1 J*``,
 the inertia ``Lambda``, the kernel ``Upsilon(k)`` at every body, the bias ``C_os`` and an operational-space
 controller. ``M`` and ``M^-1`` are never formed; ``M`` includes ``diag(armature)``, which enters through the ``D(k)``
-and gains ``G(k)`` of `articulated_body`.
+and gains ``G(k)`` of `articulated_inertias`.
 
 Tasks. A task is a set of frames (`Model.frame_names`: bodies and the links merged into them) and, per frame, the
 rows of its spatial velocity that matter: ``d V_f`` with ``d`` (r, 6) rows of the identity (``reference="local"``,
@@ -37,7 +37,7 @@ import numpy as np
 
 from jaxmb.batching import in_cpu_chunks
 from jaxmb.compilation import eager_jit
-from jaxmb.dynamics.articulated import articulated_body, solve_small
+from jaxmb.dynamics.articulated import articulated_body, articulated_inertias, solve_small
 from jaxmb.dynamics.compliance import compliance, walk_task_columns
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.kinematics import forward_kinematics, frame_poses, jacobians
@@ -142,16 +142,11 @@ def _task_space(model, q, t: Task, ab):
     return TaskSpace(J, Lambda_inv, mu), d, placement
 
 
-def _at_rest(model, q):
-    zero = jnp.zeros(model.nv, model.mass.dtype)
-    return articulated_body(model, q, zero, zero)
-
-
 @functools.cache
 def _task_space_in_chunks(t: Task):
     """`_task_space` at rest for the task ``t`` as a function of ``(model, q)``, batched in chunks
     (`jaxmb.batching.in_cpu_chunks`); one per task, whose fields are static."""
-    return in_cpu_chunks(full_precision(lambda model, q: _task_space(model, q, t, _at_rest(model, q))[0]))
+    return in_cpu_chunks(full_precision(lambda model, q: _task_space(model, q, t, articulated_inertias(model, q))[0]))
 
 
 @eager_jit(static_argnames=("frames", "axes", "reference"))
@@ -170,7 +165,7 @@ def _compliance_in_chunks(t: Task):
     chunks (`jaxmb.batching.in_cpu_chunks`); one per task."""
 
     def at_rest(model, q):
-        return compliance(model, q, *_directions(model, q, t), t.body, _at_rest(model, q))
+        return compliance(model, q, *_directions(model, q, t), t.body, articulated_inertias(model, q))
 
     return in_cpu_chunks(full_precision(at_rest))
 
@@ -260,7 +255,7 @@ def operational_space_control(model, q, qd, frames, u, tau_posture=None, axes=No
     t = task(model, frames, axes, reference)
     if jnp.shape(u) != (t.rows,):
         raise ValueError(f"u: expected shape ({t.rows},) for {t.rows} task rows, got {jnp.shape(u)}")
-    ts, d, placement = _task_space(model, q, t, _at_rest(model, q))
+    ts, d, placement = _task_space(model, q, t, articulated_inertias(model, q))
     Lambda = damped_inverse(ts.Lambda_inv, damping).Lambda
     tau0 = jnp.zeros_like(qd) if tau_posture is None else tau_posture
     tau_null = tau0 - ts.J.T @ (Lambda @ (ts.Minv_Jt.T @ tau0))  # N* tau_posture
@@ -285,6 +280,6 @@ def upsilon(model, q):
     (Alg 10.3; (10.16) ``Upsilon(k) = psi* Upsilon(parent) psi + H* D^-1 H``). O(N). For a free base
     ``Upsilon(root) = P(root)^-1`` (Remark 10.2)."""
     check_shapes(model, q=q)
-    ab = _at_rest(model, q)
+    ab = articulated_inertias(model, q)
     zero = jnp.zeros((6, 6), ab.P.dtype)
     return down(model.topology, _upsilon_step, zero, joint_poses(model, q), dofs=(hinge_map(model), ab.G, ab.D))[0]
