@@ -249,7 +249,7 @@ def _innovations_step(z_children, X_k, H_k, G_k, D_k, x_k):
     return phi(X_k, z_plus), z_plus, nu
 
 
-def _solve_factored(model, X, H, G, D, x):
+def solve_factored(model, X, H, G, D, x):
     """``(M^-1 x, phi* H* M^-1 x)`` ((nv,), (nb, 6)) from the factors ``G, D`` of `ArticulatedBody` (7.18): an up
     sweep for ``nu = D^-1 [I - H psi K] x``, then pass 2 of Alg 7.2 with ``a = 0`` from a still world for
     ``y = [I - H psi K]* nu``, whose body accelerations are ``phi* H* y``. Vectors only; symmetric in ``x``, as
@@ -282,7 +282,7 @@ def _accelerations(model, q, qd, tau, f_ext):
 def _accelerations_jvp(primals, tangents):
     """``d qdd = M^-1 (d tau - d ID)``: ``d ID`` the derivative of Newton-Euler at the fixed ``qdd`` along the
     tangents of ``(model, q, qd, f_ext)`` that are not symbolic zeros, ``M^-1`` by the factors ``G, D``
-    (`_solve_factored`). Its transpose is ``lambda = M^-1 ct`` (symmetric) followed by Newton-Euler's adjoint at
+    (`solve_factored`). Its transpose is ``lambda = M^-1 ct`` (symmetric) followed by Newton-Euler's adjoint at
     ``-lambda``, whose force cotangents ``u = -phi* H* lambda`` the solve's down sweep computes on the way."""
     model, q, qd, tau, f_ext = primals
     qdd, G, D, V, alpha = _factors_batched(model, q, qd, tau, f_ext)
@@ -300,7 +300,7 @@ def _accelerations_jvp(primals, tangents):
 
     def solve(res, x):
         model, q = res[:2]
-        return _solve_factored(model, joint_poses(model, q), hinge_map(model), res[5], res[6], x)
+        return solve_factored(model, joint_poses(model, q), hinge_map(model), res[5], res[6], x)
 
     def tangent(res, lin):
         id_dots, d_tau = lin
