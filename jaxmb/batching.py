@@ -40,6 +40,13 @@ CHUNK_STATES_FLOAT64 = 32
 Newton-Euler ran 5-35 % faster in float64 in chunks of 32 than of 128 (and of 64) states (benchmarks/README.md,
 "Batch last in float64")."""
 
+CHUNK_STATES_VMAP = 512
+"""The most states in one chunk computed by `jax.vmap` (``batch_last=False``: the closed loops' forward dynamics and
+its derivatives). On the same CPU, in float64 at batch 1024 and 4096, the four-bar leg, the belt leg, the geared
+chain and the quadruped with rotors ran 1.05-1.25x faster in chunks of 512 than of 128; one `vmap` of 4096 states
+ran 2x slower (benchmarks/README.md, "Closed loops in chunks")."""
+
+
 def _with_states(args, batched, states):
     """``args`` with each entry flagged in ``batched`` replaced, in order, by the next of ``states``."""
     states = iter(states)
@@ -130,13 +137,13 @@ def _map_in_chunks(closed, axis_size, in_batched, leaves, batch_last=True):
     ``in_batched`` carrying it as their leading axis. On the CPU the batch is padded to equal chunks (`_chunks`) by
     repeating its last state, mapped by `jax.lax.map`, each chunk computed with the batch last
     (`jaxmb.batch_last.vmap_batch_last`, chunks of at most `CHUNK_STATES` states, `CHUNK_STATES_FLOAT64` in
-    float64) or, without ``batch_last``, by `jax.vmap` (chunks of `CHUNK_STATES`), and cut back; other backends,
+    float64) or, without ``batch_last``, by `jax.vmap` (chunks of `CHUNK_STATES_VMAP`), and cut back; other backends,
     and an empty batch, get one `jax.vmap`. Every output is batched."""
     call = jax.extend.core.jaxpr_as_fun(closed)
     axes = [0 if b else None for b in in_batched]
     if jax.default_backend() != "cpu" or axis_size == 0:
         return jax.vmap(call, in_axes=axes, axis_size=axis_size)(*leaves)
-    k, chunk = _chunks(axis_size, _most_states(closed) if batch_last else CHUNK_STATES)
+    k, chunk = _chunks(axis_size, _most_states(closed) if batch_last else CHUNK_STATES_VMAP)
     if batch_last:
         one = vmap_batch_last(closed, in_batched, chunk, moved=k > 1)
     else:

@@ -419,7 +419,7 @@ def test_vmap_runs_in_chunks_without_scatters_and_equals_state_by_state_gradient
     batch first); with loops of at most 3 dependent coordinates (the four-bar's 2) the forward call has no scatter
     and no LAPACK call (XLA's CPU backend runs both as loops over the batch). Values and gradients equal those of
     single states."""
-    monkeypatch.setattr(batching, "CHUNK_STATES", 1)  # each state a chunk of its own
+    monkeypatch.setattr(batching, "CHUNK_STATES_VMAP", 1)  # each state a chunk of its own
     case = get_case("four-bar")
     stacked = [jnp.stack(x) for x in zip(*case.states)]
     batched = jax.vmap(lambda *a: loops.forward_dynamics(case.lm, *a))
