@@ -198,8 +198,12 @@ def mass_matrix_inverse_times(model, q, x):
     return _inverse_times(model, q, x)
 
 
+_log_det_in_chunks = in_cpu_chunks(lambda model, q: jnp.sum(articulated_inertias(model, q).log_det_D))
+
+
 @eager_jit
 def log_det_mass_matrix(model, q):
-    """``log det M(q) = sum_k log det D(k)`` (9.53): ``det L = 1``. O(N), differentiable."""
+    """``log det M(q) = sum_k log det D(k)`` (9.53): ``det L = 1``. O(N), differentiable. Under ``jax.vmap`` on the
+    CPU a batch is computed in chunks with the batch last (`jaxmb.batching.in_cpu_chunks`)."""
     check_shapes(model, q=q)
-    return jnp.sum(articulated_inertias(model, q).log_det_D)
+    return _log_det_in_chunks(model, q)

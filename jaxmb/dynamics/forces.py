@@ -9,6 +9,7 @@ cross the joint. `jaxmb.body_forces` gives the same forces by a Newton-Euler swe
 
 import jax.numpy as jnp
 
+from jaxmb.batching import in_cpu_chunks
 from jaxmb.compilation import eager_jit
 from jaxmb.dynamics.articulated import articulated_body
 from jaxmb.kinematics import forward_kinematics
@@ -32,13 +33,20 @@ def express_forces(model, q, f, reference):
     raise ValueError(f"reference must be one of {REFERENCES}, got {reference!r}")
 
 
+def _forces(model, q, qd, tau, f_ext):
+    ab = articulated_body(model, q, qd, tau, f_ext)
+    return mv(ab.P, ab.alpha - ab.a) + ab.z  # f(k) = P(k) (alpha(k) - a(k)) + z(k)   (eq. 18)
+
+
+_forces_in_chunks = in_cpu_chunks(_forces)
+
+
 @eager_jit(static_argnames=("reference",))
 def interbody_forces(model, q, qd, tau, f_ext=None, reference="local"):
     """Inter-body forces (nb, 6) of the motion that ``tau`` produces: ``f(k) = P(k)(alpha(k) - a(k)) + z(k)``
-    (eq. 18), from one forward-dynamics pass. ``reference``: see `express_forces`.
+    (eq. 18), from one forward-dynamics pass. ``reference``: see `express_forces`. Under ``jax.vmap`` on the CPU a
+    batch is computed in chunks with the batch last (`jaxmb.batching.in_cpu_chunks`).
 
     Args: q (nq,), qd (nv,), tau (nv,), f_ext (nb, 6) or None (body coordinates, about the body origins).
     """
-    ab = articulated_body(model, q, qd, tau, f_ext)
-    f = mv(ab.P, ab.alpha - ab.a) + ab.z
-    return express_forces(model, q, f, reference)
+    return express_forces(model, q, _forces_in_chunks(model, q, qd, tau, f_ext), reference)

@@ -15,6 +15,7 @@ Forces:     f(k) = P+ alpha+ + z+ (eq. 18);   T = H f + armature qdd on every co
 
 import jax.numpy as jnp
 
+from jaxmb.batching import in_cpu_chunks
 from jaxmb.compilation import eager_jit
 from jaxmb.dynamics.articulated import solve_small, velocity_terms
 from jaxmb.hinges import base_acceleration, hinge_motion, hinge_project
@@ -46,6 +47,20 @@ def _hybrid_acceleration_step(alpha_parent, X_k, a_k, G_k, nu_k, H_k, u_k, m_k):
     return alpha, qdd
 
 
+def _hybrid(model, q, qd, u, m, f_ext):
+    topo = model.topology
+    X, H, M, _, a, b = velocity_terms(model, q, qd, f_ext)
+    zero = (jnp.zeros((6, 6), X.p.dtype), jnp.zeros(6, X.p.dtype))
+    (P_plus, z_plus), (G, nu) = up(topo, _hybrid_step, zero, X, M, a, b, dofs=(H, u, m, model.armature))
+    alpha, qdd = down(topo, _hybrid_acceleration_step, base_acceleration(model), X, a, dofs=(G, nu, H, u, m))
+    alpha_plus = alpha - hinge_motion(model, H, qdd) - a
+    f = mv(P_plus, alpha_plus) + z_plus  # f(k) = P+(k) alpha+(k) + z+(k)   (eq. 18)
+    return qdd, hinge_project(model, H, f) + model.armature * qdd  # T = H f + armature qdd
+
+
+_hybrid_in_chunks = in_cpu_chunks(_hybrid)
+
+
 @eager_jit
 def hybrid_dynamics(model, q, qd, u, prescribed, f_ext=None):
     """Accelerations and forces when the coordinates where ``prescribed`` is true have given accelerations and
@@ -57,16 +72,10 @@ def hybrid_dynamics(model, q, qd, u, prescribed, f_ext=None):
     Returns:
         ``(qdd, tau)``, both (nv,): all accelerations (equal to ``u`` where prescribed) and all joint forces
         (equal to ``u`` where free).
+
+    Under ``jax.vmap`` on the CPU a batch is computed in chunks with the batch last (`jaxmb.batching.in_cpu_chunks`).
     """
     check_shapes(model, q=q, qd=qd, tau=u, f_ext=f_ext)
     if jnp.shape(prescribed) != (model.nv,):
         raise ValueError(f"prescribed: expected shape ({model.nv},), got {jnp.shape(prescribed)}")
-    topo = model.topology
-    m = jnp.asarray(prescribed).astype(u.dtype)
-    X, H, M, _, a, b = velocity_terms(model, q, qd, f_ext)
-    zero = (jnp.zeros((6, 6), X.p.dtype), jnp.zeros(6, X.p.dtype))
-    (P_plus, z_plus), (G, nu) = up(topo, _hybrid_step, zero, X, M, a, b, dofs=(H, u, m, model.armature))
-    alpha, qdd = down(topo, _hybrid_acceleration_step, base_acceleration(model), X, a, dofs=(G, nu, H, u, m))
-    alpha_plus = alpha - hinge_motion(model, H, qdd) - a
-    f = mv(P_plus, alpha_plus) + z_plus  # f(k) = P+(k) alpha+(k) + z+(k)   (eq. 18)
-    return qdd, hinge_project(model, H, f) + model.armature * qdd  # T = H f + armature qdd
+    return _hybrid_in_chunks(model, q, qd, u, jnp.asarray(prescribed).astype(u.dtype), f_ext)

@@ -46,14 +46,18 @@ def _newton_euler(model, q, qd, qdd, f_ext):
     return up(model.topology, _force_step, zero, X, f_body, dofs=(H,))
 
 
+_body_forces = in_cpu_chunks(lambda model, q, qd, qdd, f_ext: _newton_euler(model, q, qd, qdd, f_ext)[0])
+
+
 @eager_jit
 def body_forces(model, q, qd, qdd, f_ext=None):
     """Inter-body forces ``f(k)`` (nb, 6): the spatial force that the parent exerts on body k across joint k,
-    at the body origin in body coordinates, with gravity and external forces (5.42).
+    at the body origin in body coordinates, with gravity and external forces (5.42). Under `jax.vmap` on the CPU,
+    a batch is computed in chunks (`jaxmb.batching.in_cpu_chunks`).
 
     ``f_ext`` (nb, 6): external spatial forces on each body, body coordinates, about the body origin.
     """
-    return _newton_euler(model, q, qd, qdd, f_ext)[0]
+    return _body_forces(model, q, qd, qdd, f_ext)
 
 
 def joint_forces(model, q, qd, qdd, f_ext):
