@@ -70,6 +70,12 @@ def bias_accelerations(model, q, qd):
     return down(model.topology, _bias_step, (zero, zero), X, vJ)[1]
 
 
+def world_hinges(model, T):
+    """Each coordinate's hinge axis as a spatial motion in world coordinates about the world origin, (nv, 6), from
+    the bodies' world poses ``T`` (`forward_kinematics`)."""
+    return phi_star_inv(take_rows(T, model.topology.dof_body), hinge_map(model))
+
+
 @eager_jit
 def jacobians(model, q):
     """Body-frame Jacobians of all bodies, (nb, 6, nv): ``V(k) = J(k) qd`` (3.53).
@@ -77,10 +83,9 @@ def jacobians(model, q):
     Column j of body k is the hinge axis of coordinate j moved to body k, where coordinate j moves body k.
     """
     T = forward_kinematics(model, q)
-    topo = model.topology
-    H_world = phi_star_inv(take_rows(T, topo.dof_body), hinge_map(model))  # (nv, 6)
+    H_world = world_hinges(model, T)
     to_body = jax.vmap(lambda T_k: phi_star(T_k, H_world))(T)  # (nb, nv, 6)
-    return jnp.swapaxes(jnp.where(jnp.asarray(topo.support)[..., None], to_body, 0.0), -1, -2)
+    return jnp.swapaxes(jnp.where(jnp.asarray(model.topology.support)[..., None], to_body, 0.0), -1, -2)
 
 
 def _express(J, T_frame, reference):
@@ -100,15 +105,18 @@ def _express(J, T_frame, reference):
 @eager_jit(static_argnames=("name", "reference"))
 def jacobian(model, q, name, reference="local"):
     """Jacobian (6, nv) of a body or frame: ``local`` (frame coordinates), ``world_aligned`` (origin at the
-    frame, world axes; Pinocchio's LOCAL_WORLD_ALIGNED) or ``world`` (spatial velocity at the world origin)."""
+    frame, world axes; Pinocchio's LOCAL_WORLD_ALIGNED) or ``world`` (spatial velocity at the world origin).
+    Column j is the hinge axis of coordinate j moved to the frame where j moves the frame's body, else zero: the
+    frame's own columns, not every body's (`jacobians`)."""
     i = model.frame_index(name)
     b = model.frame_body[i]
-    T_f = Transform(*(x[i] for x in frame_poses(model, q)))
-    if b < 0:
-        return jnp.zeros((6, model.nv), T_f.p.dtype)
-    J_b = jacobians(model, q)[b]
     placement = Transform(model.frame_placement.R[i], model.frame_placement.p[i])
-    J_f = jnp.swapaxes(phi_star(placement, jnp.swapaxes(J_b, 0, 1)), 0, 1)
+    if b < 0:
+        return jnp.zeros((6, model.nv), placement.p.dtype)
+    T = forward_kinematics(model, q)
+    T_f = compose(Transform(T.R[b], T.p[b]), placement)
+    moves = jnp.asarray(model.topology.support[b])[:, None]  # coordinate j moves body b
+    J_f = jnp.where(moves, phi_star(T_f, world_hinges(model, T)), 0.0).T
     return _express(J_f, T_f, reference)
 
 

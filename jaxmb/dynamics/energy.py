@@ -9,9 +9,11 @@ import jax.numpy as jnp
 
 from jaxmb.compilation import eager_jit
 from jaxmb.hinges import body_inertias
-from jaxmb.kinematics import body_velocities, forward_kinematics, jacobians
+from jaxmb.kinematics import body_velocities, forward_kinematics, world_hinges
+from jaxmb.rows import take_rows
 from jaxmb.spatial import kinetic_energy as _body_kinetic_energy
-from jaxmb.spatial import Transform, cross3, dot, mm, mv, phi, transform_point
+from jaxmb.spatial import Transform, cross3, dot, mv, phi, phi_congruence, transform_point
+from jaxmb.sweeps import subtree_sums
 
 
 @eager_jit
@@ -54,13 +56,16 @@ def centroidal_momentum_matrix(model, q):
     """``A_g(q)`` (6, nv) with ``h_g = A_g qd`` the centroidal momentum: the spatial momentum about the centre of
     mass, in world-aligned coordinates, angular first (Orin and Goswami; Pinocchio's ``ccrba`` is linear first).
 
-    ``A_g = sum_k phi(G, k) M(k) J(k)``, with ``J(k)`` the body Jacobians and ``phi(G, k)`` moving body forces to
-    the centre of mass G with world axes. The armature has no spatial momentum and is left out.
+    Column j is the momentum of the bodies that coordinate j moves, at unit rate: ``A_g(:, j) = I_c(k) S(j)``,
+    with ``I_c(k)`` the composite inertia of the subtree of j's body k (an `up` sweep of sums, (9.16) in one
+    frame) and ``S(j)`` j's hinge axis, both about the centre of mass G with world axes. O(N) sums and one 6-vector
+    product per coordinate, where ``sum_k phi(G, k) M(k) J(k)`` took every body's Jacobian. The armature has no
+    spatial momentum and is left out.
     """
     T = forward_kinematics(model, q)
-    to_com = Transform(T.R[:, None], (T.p - center_of_mass(model, q))[:, None])  # body frames seen from G
-    MJ = mm(body_inertias(model), jacobians(model, q))  # M(k) J(k), (nb, 6, nv)
-    return jnp.sum(phi(to_com, jnp.swapaxes(MJ, -1, -2)), 0).T
+    from_com = Transform(T.R, T.p - center_of_mass(model, q))  # body frames seen from G, world axes
+    I_c = subtree_sums(model.topology, jnp.zeros((6, 6), T.p.dtype), phi_congruence(from_com, body_inertias(model)))
+    return mv(take_rows(I_c, model.topology.dof_body), world_hinges(model, from_com)).T
 
 
 @eager_jit
