@@ -15,7 +15,9 @@ Per robot and precision, jaxmb's jit(vmap(f)) per-state time and compile time of
 * inter-body forces by eq. 18 (`interbody_forces`) against forward dynamics alone, and against forward dynamics
   followed by a Newton-Euler force sweep (`body_forces`);
 * hybrid dynamics with a random mask against forward dynamics;
-* ``log_det_mass_matrix`` and its gradient (cost relative to the value).
+* ``log_det_mass_matrix`` and its gradient (cost relative to the value);
+* the Jacobian of the deepest body (`jacobian`) and the centroidal momentum matrix (`centroidal_momentum_matrix`),
+  against Pinocchio's ``computeFrameJacobian`` and ``ccrba`` in single-call loops.
 
 Writes ``benchmarks/results/operators-<backend>-<cores>core.json``.
 """
@@ -27,12 +29,18 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmb
-from common import (loop_call, machine, pinocchio_states, print_state_row, robot_grid_arguments, robot_path, save,
+from common import (load, loop_call, machine, pinocchio_states, print_state_row, robot_grid_arguments, robot_path, save,
                     time_state_functions)
+
+
+def deepest_body(model):
+    """The name of a body at the tree's greatest depth: the Jacobian with the most columns."""
+    return model.body_names[int(np.argmax(model.topology.depth))]
 
 
 def functions(model):
     nv = model.nv
+    tip = deepest_body(model)
     mask = jax.random.bernoulli(jax.random.PRNGKey(1), 0.5, (nv,))
     eye = jnp.eye(nv, dtype=model.mass.dtype)
     return {
@@ -48,6 +56,8 @@ def functions(model):
         "hybrid": lambda q, qd, x: jaxmb.hybrid_dynamics(model, q, qd, x, mask),
         "log_det": lambda q, qd, x: jaxmb.log_det_mass_matrix(model, q),
         "grad_log_det": lambda q, qd, x: jax.grad(jaxmb.log_det_mass_matrix, argnums=1)(model, q),
+        "jacobian": lambda q, qd, x: jaxmb.jacobian(model, q, tip),
+        "centroidal_matrix": lambda q, qd, x: jaxmb.centroidal_momentum_matrix(model, q),
     }
 
 
@@ -64,15 +74,20 @@ def pinocchio_peer(name, batch, loop_states=256):
     pd = pm.createData()
     q, v, x = pinocchio_states(pm, max(batch, loop_states))
     minverse = (loop_call(lambda i: pin.computeMinverse(pm, pd, q[:, i]), loop_states), (), loop_states)
+    tip = pm.getFrameId(deepest_body(load(name, True, np.float64)))
+    jacobian = (loop_call(lambda i: pin.computeFrameJacobian(pm, pd, q[:, i], tip, pin.LOCAL), loop_states), (),
+                loop_states)
+    ccrba = (loop_call(lambda i: pin.ccrba(pm, pd, q[:, i], v[:, i]), loop_states), (), loop_states)
     pool = pin.ModelPool(pm, os.cpu_count())
     out = np.zeros((pm.nv, batch))
     aba = (pin.abaInParallel, (os.cpu_count(), pool, q[:, :batch], v[:, :batch], x[:, :batch], out), batch)
     return {"minv_factors": minverse, "minv_columns": minverse, "minv_dense": minverse, "minv_times": aba,
-            "forward_dynamics": aba}
+            "forward_dynamics": aba, "jacobian": jacobian, "centroidal_matrix": ccrba}
 
 
 PEER_NAMES = {"minv_factors": "computeMinverse", "minv_columns": "computeMinverse", "minv_dense": "computeMinverse",
-              "minv_times": "abaInParallel", "forward_dynamics": "abaInParallel"}
+              "minv_times": "abaInParallel", "forward_dynamics": "abaInParallel", "jacobian": "computeFrameJacobian",
+              "centroidal_matrix": "ccrba"}
 
 
 def main():

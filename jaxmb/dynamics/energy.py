@@ -7,6 +7,7 @@ kinetic energy, and has no spatial momentum, so the momentum functions leave it 
 import jax
 import jax.numpy as jnp
 
+from jaxmb.batching import in_cpu_chunks
 from jaxmb.compilation import eager_jit
 from jaxmb.hinges import body_inertias
 from jaxmb.kinematics import body_velocities, forward_kinematics, world_hinges
@@ -51,6 +52,16 @@ def spatial_momentum(model, q, qd):
     return jnp.sum(jax.vmap(phi)(forward_kinematics(model, q), h_body), 0)
 
 
+def _centroidal_momentum_matrix(model, q):
+    T = forward_kinematics(model, q)
+    from_com = Transform(T.R, T.p - center_of_mass(model, q))  # body frames seen from G, world axes
+    I_c = subtree_sums(model.topology, jnp.zeros((6, 6), T.p.dtype), phi_congruence(from_com, body_inertias(model)))
+    return mv(take_rows(I_c, model.topology.dof_body), world_hinges(model, from_com)).T
+
+
+_centroidal_momentum_matrix_in_chunks = in_cpu_chunks(_centroidal_momentum_matrix)
+
+
 @eager_jit
 def centroidal_momentum_matrix(model, q):
     """``A_g(q)`` (6, nv) with ``h_g = A_g qd`` the centroidal momentum: the spatial momentum about the centre of
@@ -60,12 +71,10 @@ def centroidal_momentum_matrix(model, q):
     with ``I_c(k)`` the composite inertia of the subtree of j's body k (an `up` sweep of sums, (9.16) in one
     frame) and ``S(j)`` j's hinge axis, both about the centre of mass G with world axes. O(N) sums and one 6-vector
     product per coordinate, where ``sum_k phi(G, k) M(k) J(k)`` took every body's Jacobian. The armature has no
-    spatial momentum and is left out.
+    spatial momentum and is left out. Under ``jax.vmap`` on the CPU a batch is computed in chunks with the batch
+    last (`jaxmb.batching.in_cpu_chunks`).
     """
-    T = forward_kinematics(model, q)
-    from_com = Transform(T.R, T.p - center_of_mass(model, q))  # body frames seen from G, world axes
-    I_c = subtree_sums(model.topology, jnp.zeros((6, 6), T.p.dtype), phi_congruence(from_com, body_inertias(model)))
-    return mv(take_rows(I_c, model.topology.dof_body), world_hinges(model, from_com)).T
+    return _centroidal_momentum_matrix_in_chunks(model, q)
 
 
 @eager_jit
