@@ -74,7 +74,7 @@ def pinocchio_peer(name, batch, loop_states=256):
     pd = pm.createData()
     q, v, x = pinocchio_states(pm, max(batch, loop_states))
     minverse = (loop_call(lambda i: pin.computeMinverse(pm, pd, q[:, i]), loop_states), (), loop_states)
-    tip = pm.getFrameId(deepest_body(load(name, True, np.float64)))
+    tip = pm.getFrameId(deepest_body(load(name, True, np.float32)))
     jacobian = (loop_call(lambda i: pin.computeFrameJacobian(pm, pd, q[:, i], tip, pin.LOCAL), loop_states), (),
                 loop_states)
     ccrba = (loop_call(lambda i: pin.ccrba(pm, pd, q[:, i], v[:, i]), loop_states), (), loop_states)

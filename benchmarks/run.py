@@ -155,7 +155,11 @@ def _operators_rows(res):
     for robot, figures_by_dtype in res.get("robots", {}).items():
         for dtype, figures in figures_by_dtype.items():
             for key, label, peer, on_cores in (("minv_factors", "explicit M^-1", "computeMinverse loop", True),
-                                               ("minv_times", "M^-1 x", "abaInParallel", False)):
+                                               ("minv_times", "M^-1 x", "abaInParallel", False),
+                                               ("jacobian", "Jacobian of the deepest body", "computeFrameJacobian loop",
+                                                False),
+                                               ("centroidal_matrix", "centroidal momentum matrix", "ccrba loop",
+                                                False)):
                 f = (figures or {}).get(key)
                 if f:
                     figure = f"{label}, {robot} {dtype}"
