@@ -7,6 +7,7 @@ name says otherwise.
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxmb.compilation import eager_jit
 from jaxmb.model import check_shapes
@@ -76,16 +77,19 @@ def world_hinges(model, T):
     return phi_star_inv(take_rows(T, model.topology.dof_body), hinge_map(model))
 
 
+def jacobian_rows(model, T, bodies):
+    """Body-frame Jacobians of the bodies ``bodies`` (m,) (static indices) by rows, (m, nv, 6), from the world poses
+    ``T`` (`forward_kinematics`): row j of body k is the hinge axis of coordinate j moved to body k, where
+    coordinate j moves body k, else zero (3.53)."""
+    H_world = world_hinges(model, T)
+    to_body = jax.vmap(lambda T_k: phi_star(T_k, H_world))(Transform(T.R[bodies], T.p[bodies]))  # (m, nv, 6)
+    return jnp.where(jnp.asarray(model.topology.support[bodies])[..., None], to_body, 0.0)
+
+
 @eager_jit
 def jacobians(model, q):
-    """Body-frame Jacobians of all bodies, (nb, 6, nv): ``V(k) = J(k) qd`` (3.53).
-
-    Column j of body k is the hinge axis of coordinate j moved to body k, where coordinate j moves body k.
-    """
-    T = forward_kinematics(model, q)
-    H_world = world_hinges(model, T)
-    to_body = jax.vmap(lambda T_k: phi_star(T_k, H_world))(T)  # (nb, nv, 6)
-    return jnp.swapaxes(jnp.where(jnp.asarray(model.topology.support)[..., None], to_body, 0.0), -1, -2)
+    """Body-frame Jacobians of all bodies, (nb, 6, nv): ``V(k) = J(k) qd`` (3.53) (`jacobian_rows`)."""
+    return jnp.swapaxes(jacobian_rows(model, forward_kinematics(model, q), np.arange(model.nb)), -1, -2)
 
 
 def _express(J, T_frame, reference):

@@ -40,7 +40,7 @@ from jaxmb.compilation import eager_jit
 from jaxmb.dynamics.articulated import articulated_body, articulated_inertias, solve_small
 from jaxmb.dynamics.compliance import compliance, walk_task_columns
 from jaxmb.hinges import hinge_map, joint_poses
-from jaxmb.kinematics import forward_kinematics, frame_poses, jacobians
+from jaxmb.kinematics import forward_kinematics, frame_poses, jacobian_rows
 from jaxmb.model import check_shapes
 from jaxmb.precision import full_precision
 from jaxmb.spatial import Transform, mm, mv, phi_star, phi_star_congruence
@@ -137,7 +137,7 @@ def _task_space(model, q, t: Task, ab):
     zero = jnp.zeros((t.rows, 6), d.dtype)
     _, mu = down(model.topology, _column_down_step, zero, joint_poses(model, q), dofs=(ab.G, nu, hinge_map(model)))
     body = np.maximum(np.asarray(t.body), 0)
-    J_f = _at_frames(placement, jnp.swapaxes(jacobians(model, q)[body], -1, -2))  # (m, nv, 6) frame Jacobians
+    J_f = _at_frames(placement, jacobian_rows(model, forward_kinematics(model, q), body))  # (m, nv, 6) frame Jacobians
     J = jnp.einsum("mrj,mvj->mrv", d, J_f).reshape(t.rows, model.nv)
     return TaskSpace(J, Lambda_inv, mu), d, placement
 
