@@ -43,7 +43,7 @@ Newton-Euler ran 5-35 % faster in float64 in chunks of 32 than of 128 (and of 64
 CHUNK_STATES_VMAP = 512
 """The most states in one chunk computed by `jax.vmap` (``batch_last=False``: the closed loops' forward dynamics and
 its derivatives). On the same CPU, in float64 at batch 1024 and 4096, the four-bar leg, the belt leg, the geared
-chain and the quadruped with rotors ran 1.05-1.25x faster in chunks of 512 than of 128; one `vmap` of 4096 states
+chain and the quadruped with rotors ran 1.03-1.15x faster in chunks of 512 than of 128; one `vmap` of 4096 states
 ran 2x slower (benchmarks/README.md, "Closed loops in chunks")."""
 
 
