@@ -250,7 +250,7 @@ def _innovations_step(z_children, X_k, H_k, G_k, D_k, x_k):
 
 
 def solve_factored(model, X, H, G, D, x):
-    """``(M^-1 x, phi* H* M^-1 x)`` ((nv,), (nb, 6)) from the factors ``G, D`` of `ArticulatedBody` (7.18): an up
+    """``(M^-1 x, phi* H* M^-1 x)`` ((nv,), (nb, 6)) from the factors ``G, D`` (`ArticulatedInertias`) (7.18): an up
     sweep for ``nu = D^-1 [I - H psi K] x``, then pass 2 of Alg 7.2 with ``a = 0`` from a still world for
     ``y = [I - H psi K]* nu``, whose body accelerations are ``phi* H* y``. Vectors only; symmetric in ``x``, as
     ``M^-1`` is."""
