@@ -77,19 +77,20 @@ def world_hinges(model, T):
     return phi_star_inv(take_rows(T, model.topology.dof_body), hinge_map(model))
 
 
-def jacobian_rows(model, T, bodies):
-    """Body-frame Jacobians of the bodies ``bodies`` (m,) (static indices) by rows, (m, nv, 6), from the world poses
-    ``T`` (`forward_kinematics`): row j of body k is the hinge axis of coordinate j moved to body k, where
-    coordinate j moves body k, else zero (3.53)."""
+def jacobian_rows(model, T, frames, bodies):
+    """Frame-local Jacobians by rows, (m, nv, 6), of frames with world poses ``frames`` (Transform, m) fixed to the
+    bodies ``bodies`` (m,) (static indices), from every body's world pose ``T`` (`forward_kinematics`): row j is the
+    hinge axis of coordinate j moved to the frame where coordinate j moves its body, else zero (3.53)."""
     H_world = world_hinges(model, T)
-    to_body = jax.vmap(lambda T_k: phi_star(T_k, H_world))(Transform(T.R[bodies], T.p[bodies]))  # (m, nv, 6)
-    return jnp.where(jnp.asarray(model.topology.support[bodies])[..., None], to_body, 0.0)
+    to_frame = jax.vmap(lambda T_f: phi_star(T_f, H_world))(frames)  # (m, nv, 6)
+    return jnp.where(jnp.asarray(model.topology.support[bodies])[..., None], to_frame, 0.0)
 
 
 @eager_jit
 def jacobians(model, q):
     """Body-frame Jacobians of all bodies, (nb, 6, nv): ``V(k) = J(k) qd`` (3.53) (`jacobian_rows`)."""
-    return jnp.swapaxes(jacobian_rows(model, forward_kinematics(model, q), np.arange(model.nb)), -1, -2)
+    T = forward_kinematics(model, q)
+    return jnp.swapaxes(jacobian_rows(model, T, T, np.arange(model.nb)), -1, -2)
 
 
 def _express(J, T_frame, reference):
@@ -119,8 +120,7 @@ def jacobian(model, q, name, reference="local"):
         return jnp.zeros((6, model.nv), placement.p.dtype)
     T = forward_kinematics(model, q)
     T_f = compose(Transform(T.R[b], T.p[b]), placement)
-    moves = jnp.asarray(model.topology.support[b])[:, None]  # coordinate j moves body b
-    J_f = jnp.where(moves, phi_star(T_f, world_hinges(model, T)), 0.0).T
+    J_f = jacobian_rows(model, T, Transform(T_f.R[None], T_f.p[None]), np.array([b]))[0].T
     return _express(J_f, T_f, reference)
 
 

@@ -137,7 +137,9 @@ def _task_space(model, q, t: Task, ab):
     zero = jnp.zeros((t.rows, 6), d.dtype)
     _, mu = down(model.topology, _column_down_step, zero, joint_poses(model, q), dofs=(ab.G, nu, hinge_map(model)))
     body = np.maximum(np.asarray(t.body), 0)
-    J_f = _at_frames(placement, jacobian_rows(model, forward_kinematics(model, q), body))  # (m, nv, 6) frame Jacobians
+    T = forward_kinematics(model, q)
+    J_b = jacobian_rows(model, T, Transform(T.R[body], T.p[body]), body)  # (m, nv, 6) the frames' bodies' rows
+    J_f = _at_frames(placement, J_b)  # the frames' Jacobians
     J = jnp.einsum("mrj,mvj->mrv", d, J_f).reshape(t.rows, model.nv)
     return TaskSpace(J, Lambda_inv, mu), d, placement
 
