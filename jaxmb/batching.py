@@ -160,9 +160,10 @@ def _map_in_chunks(closed, axis_size, in_batched, leaves, batch_last=True):
     return [y.reshape((k * chunk,) + y.shape[2:])[:axis_size] for y in ys]
 
 
-def vmap_in_cpu_chunks(fun, batch_last=True):
+def vmap_in_cpu_chunks(fun, batch_last=True, batched=None):
     """``fun`` (of one state) with a `jax.custom_batching.custom_vmap` rule: `_map_in_chunks`, so on the CPU a batch
-    is computed a chunk of states at a time, with the batch last, and other backends get plain `jax.vmap`.
+    is computed a chunk of states at a time, with the batch last, and other backends get plain `jax.vmap`, unless
+    ``batched`` gives the batch.
 
     ``fun`` is traced once per call, to a jaxpr that both the unbatched call and the rule evaluate. A
     ``custom_vmap`` function has no reverse mode: use this inside a `jax.custom_jvp` (`in_cpu_chunks`).
@@ -171,6 +172,10 @@ def vmap_in_cpu_chunks(fun, batch_last=True):
         fun: a function of one state; its arguments are pytrees of arrays.
         batch_last: compute each chunk with the batch last (`jaxmb.batch_last`), else by `jax.vmap`: for functions
             of dense matrices and solves, which the batch-last interpreter does not make faster (the closed loops).
+        batched: ``batched(axis_size, flags, *args)``, ``fun``'s own batched form, tried first: ``flags`` has the
+            structure of ``args`` with True on each batched leaf, the batched leaves carry the batch as their
+            leading axis; it returns the batched output, or None where it does not apply (the fused forward
+            dynamics on a GPU, `jaxmb.dynamics.fused`).
     """
 
     def batched_in_chunks(*args):
@@ -183,6 +188,11 @@ def vmap_in_cpu_chunks(fun, batch_last=True):
         def rule(axis_size, in_batched, *leaves):
             if not any(in_batched):  # the JVP of a batched call whose primals are not batched
                 return call(*leaves), [False] * len(closed.out_avals)
+            y = None if batched is None else batched(
+                axis_size, jax.tree.unflatten(tree, in_batched), *jax.tree.unflatten(tree, leaves))
+            if y is not None:
+                y = jax.tree.leaves(y)
+                return y, [True] * len(y)
             y = _map_in_chunks(closed, axis_size, in_batched, leaves, batch_last)
             return y, [True] * len(y)
 

@@ -1,0 +1,503 @@
+"""The AB forward dynamics of a batch on the GPU as fused Pallas (Triton) kernels: Alg 7.2 on the screw joints
+(revolute, prismatic, helical) as three loops over the bodies inside one kernel, one state per lane.
+
+The level-scheduled sweeps (`jaxmb.sweeps`) run on the GPU as about 200 XLA kernels, each of which streams whole
+level arrays through the GPU's memory (benchmarks/README.md, "Results: GPU"). Here one program of a kernel computes
+the ABA of `BLOCK` states. A body's step is straight-line code on scalars: every symbol of the book is a Python list
+of scalars (a 6-vector 6 of them, a symmetric 6x6 inertia its 21 distinct entries), every scalar an array of `BLOCK`
+states, and products with the constants 0 and 1 are folded while tracing. The body's parameters come by scalar
+loads; what the other bodies need (``X, V, a``, the sums ``P`` and ``z``, ``G, nu, alpha``) goes through a scratch
+memory with one column per state, so that a warp's loads and stores are coalesced. On an H200, talos with a fixed
+base (44 revolute joints) ran at 8.3e7 states/s at batch 262144 in float32, 4.6x the sweeps (benchmarks/README.md,
+"Fused kernels").
+
+Loops, not one unrolled program: Triton did not compile the talos ABA unrolled body by body (52k operations) in 7
+minutes, nor a free joint's 6x6 step inside the kernel in 3; the three loops over screw bodies compile in 20 s.
+So joints of other kinds are taken at roots only (a free or planar base, a spherical root), by XLA between two
+kernels with the sweeps' own steps (`jaxmb.dynamics.articulated`): their ``V`` before the first kernel (passes 0
+and 1), their ``P``, ``z``, ``qdd`` and ``alpha`` from the first kernel's sums before the second (pass 2). A tree
+with such a joint below a root takes the sweeps.
+
+The recursions and conventions are those of `jaxmb.dynamics.articulated` (equation numbers as there): spatial
+vectors ``[angular; linear]`` in body coordinates, ``phi`` moving forces from child to parent, gravity as the
+world's acceleration. `forward_dynamics` under `jax.vmap` on a GPU calls `batched_rule`; its derivatives stay
+those of `jaxmb.dynamics.articulated` (implicit function theorem): this module computes the primal only.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmb.hinges import base_acceleration, body_inertias
+from jaxmb.joints import KINDS
+from jaxmb.spatial import Transform, compose, cross_force, cross_motion, mv
+
+ON_GPU = True
+"""Batches of `jaxmb.forward_dynamics` on a GPU run as this module's kernels; False: as the level-scheduled sweeps
+(benchmarks/fused.py compares the two)."""
+
+BLOCK = 128
+"""States per program of a kernel."""
+
+NUM_WARPS = 4
+"""Warps per program: with `BLOCK` 128, one state per thread."""
+
+
+# -- scalar algebra, folding the constants 0.0 and 1.0 at trace time ------------------------------------------------
+
+
+def _is(x, c):
+    return isinstance(x, float) and x == c
+
+
+def _mul(a, b):
+    if _is(a, 0.0) or _is(b, 0.0):
+        return 0.0
+    if _is(a, 1.0):
+        return b
+    if _is(b, 1.0):
+        return a
+    return a * b
+
+
+def _add(*terms):
+    terms = [t for t in terms if not _is(t, 0.0)]
+    return functools.reduce(lambda s, t: s + t, terms) if terms else 0.0
+
+
+def _neg(a):
+    return 0.0 if _is(a, 0.0) else -a
+
+
+def _sub(a, b):
+    return _add(a, _neg(b))
+
+
+def _dot(u, v):
+    return _add(*map(_mul, u, v))
+
+
+def _col(A, j):
+    return [row[j] for row in A]
+
+
+def _T(A):
+    return [_col(A, j) for j in range(len(A[0]))]
+
+
+def _mv(A, x):
+    return [_dot(row, x) for row in A]
+
+
+def _mm(A, B):
+    return [[_dot(row, _col(B, j)) for j in range(len(B[0]))] for row in A]
+
+
+def _madd(A, B):
+    return [[_add(a, b) for a, b in zip(ra, rb)] for ra, rb in zip(A, B)]
+
+
+def _cross(a, b):
+    return [_sub(_mul(a[1], b[2]), _mul(a[2], b[1])), _sub(_mul(a[2], b[0]), _mul(a[0], b[2])),
+            _sub(_mul(a[0], b[1]), _mul(a[1], b[0]))]
+
+
+def _skew(p):
+    return [[0.0, _neg(p[2]), p[1]], [p[2], 0.0, _neg(p[0])], [_neg(p[1]), p[0], 0.0]]
+
+
+def _eye(n):
+    return [[1.0 if i == j else 0.0 for j in range(n)] for i in range(n)]
+
+
+def _symmetric(entry, n):
+    """An n x n symmetric matrix whose entry (i, j), i <= j, is ``entry(i, j)``: each computed once and shared by
+    (i, j) and (j, i)."""
+    S = [[None] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(i, n):
+            S[i][j] = S[j][i] = entry(i, j)
+    return S
+
+
+def _rotated(R, A, symmetric):
+    """``R A R*`` (3x3), computed once per entry pair when ``A`` is symmetric."""
+    RA = _mm(R, A)
+    if symmetric:
+        return _symmetric(lambda i, j: _dot(RA[i], R[j]), 3)
+    return [[_dot(RA[i], R[j]) for j in range(3)] for i in range(3)]
+
+
+def _blocks(P):
+    return [row[:3] for row in P[:3]], [row[3:] for row in P[:3]], [row[3:] for row in P[3:]]
+
+
+def _from_blocks(A, B, C):
+    """The symmetric 6x6 ``[[A, B], [B*, C]]`` of symmetric ``A`` and ``C``."""
+    return [A[i] + B[i] for i in range(3)] + [_col(B, i) + C[i] for i in range(3)]
+
+
+# -- rigid transforms: X = (R, p), the pose of the body frame in its parent's (jaxmb.spatial) ------------------------
+
+
+def _phi_star(R, p, V):
+    """``phi*(parent, k) V``: a motion vector from parent to child coordinates (1.33)."""
+    w, v = V[:3], V[3:]
+    Rt = _T(R)
+    return _mv(Rt, w) + _mv(Rt, [_sub(a, b) for a, b in zip(v, _cross(p, w))])
+
+
+def _phi(R, p, f):
+    """``phi(parent, k) f``: a force from child to parent coordinates (1.47)."""
+    n, F = _mv(R, f[:3]), _mv(R, f[3:])
+    return [_add(a, b) for a, b in zip(n, _cross(p, F))] + F
+
+
+def _phi_congruence(R, p, P):
+    """``phi P phi*``, symmetric, by 3x3 blocks as `jaxmb.spatial.phi_congruence` (2.12, 6.28)."""
+    Pa, Pb, Pc = _blocks(P)
+    Pa, Pb, Pc = _rotated(R, Pa, True), _rotated(R, Pb, False), _rotated(R, Pc, True)
+    T = _skew(p)
+    TPc, TPbt = _mm(T, Pc), _mm(T, _T(Pb))
+    top_left = _symmetric(lambda i, j: _add(Pa[i][j], TPbt[i][j], TPbt[j][i], _dot(TPc[i], T[j])), 3)
+    return _from_blocks(top_left, _madd(Pb, TPc), Pc)
+
+
+def _cross_motion(V, m):
+    w, v = V[:3], V[3:]
+    return _cross(w, m[:3]) + [_add(a, b) for a, b in zip(_cross(w, m[3:]), _cross(v, m[:3]))]
+
+
+def _cross_force(V, f):
+    w, v = V[:3], V[3:]
+    return [_add(a, b) for a, b in zip(_cross(w, f[:3]), _cross(v, f[3:]))] + _cross(w, f[3:])
+
+
+def _screw_transform(q, axis, coef):
+    """``(R, p)`` of a screw joint's motion: a rotation by ``c_w q`` about the axis (Rodrigues) and a translation
+    ``c_v q`` along it (`jaxmb.joints`)."""
+    ax = _skew(axis)
+    angle = _mul(coef[0], q)
+    s, c = jnp.sin(angle), jnp.cos(angle)
+    R = _madd(_madd(_eye(3), [[_mul(s, x) for x in row] for row in ax]),
+              [[_mul(1.0 - c, x) for x in row] for row in _mm(ax, ax)])
+    return R, [_mul(a, _mul(coef[1], q)) for a in axis]
+
+
+# -- the model's parameters, the tree and the scratch memory ----------------------------------------------------------
+
+_PER_BODY = 9 + 3 + 3 + 2 + 21  # X_tree R, X_tree p, axis, coef, the upper triangle of the spatial inertia M(k)
+_UPPER = list(zip(*np.triu_indices(6)))
+
+
+def parameters(model):
+    """The parameters the kernels read, flat, (n_params,): per body ``X_tree``, axis, coef and the spatial
+    inertia's upper triangle, then the armature (nv,) and gravity (3,)."""
+    M = body_inertias(model)
+    per_body = jnp.concatenate([model.X_tree.R.reshape(-1, 9), model.X_tree.p, model.axis, model.coef,
+                                M[:, np.triu_indices(6)[0], np.triu_indices(6)[1]]], 1)
+    return jnp.concatenate([per_body.reshape(-1), model.armature, model.gravity])
+
+
+class _Plan:
+    """What the kernels are built from, known at trace time: the bodies of screw joints that the kernels compute
+    (``screws``, in body order) and the roots of other kinds that XLA computes (``roots``), and the kernels' integer
+    tables: per body its parent's slot (the world's slot is ``nb``), ``q_offset`` and ``v_offset``, then
+    ``screws``. ``plan`` is None where a joint of another kind has a parent: the kernels do not apply."""
+
+    def __init__(self, topo):
+        self.topo = topo
+        self.screws = [k for k in range(topo.nb) if topo.kinds[k] == "screw"]
+        self.roots = [k for k in range(topo.nb) if topo.kinds[k] != "screw"]
+        parent = np.where(topo.parent < 0, topo.nb, topo.parent)
+        self.tables = np.concatenate([parent, topo.q_offset, topo.v_offset, self.screws]).astype(np.int32)
+
+    @staticmethod
+    def of(topo):
+        plan = _Plan(topo)
+        applies = bool(plan.screws) and all(topo.parent[k] < 0 for k in plan.roots)
+        return plan if applies else None
+
+
+class _Scratch:
+    """Rows of the per-state scratch memory of the first kernel (one column per state), field by field: per body
+    slot (nb + 1 of them, the last the world's) X (12: R, p), V, a, and the sums P (21: the upper triangle) and z
+    that pass 1 gathers, ``z`` starting from ``b(k)``; per coordinate G (6) and nu. ``rows(ref, field, k)`` reads
+    the values of body or coordinate ``k`` (a traced index), ``write`` stores them."""
+
+    WIDTH = dict(X=12, V=6, a=6, P=21, z=6)
+
+    def __init__(self, nb, nv):
+        self.first, row = {}, 0
+        for name, width in self.WIDTH.items():
+            self.first[name], row = row, row + width * (nb + 1)
+        self.first["G"], self.first["nu"] = row, row + 6 * nv
+        self.size = row + 7 * nv
+
+    def width(self, field):
+        return self.WIDTH.get(field, 6 if field == "G" else 1)
+
+    def rows(self, ref, field, k):
+        start = self.first[field] + k * self.width(field)
+        return [ref[start + i, :] for i in range(self.width(field))]
+
+    def write(self, ref, field, k, values):
+        start = self.first[field] + k * self.width(field)
+        for i, x in enumerate(values):
+            ref[start + i, :] = jnp.broadcast_to(jnp.asarray(x, ref.dtype), ref.shape[1:])
+
+
+# -- Alg 7.2 on the screw joints: one step per pass, each a loop over the bodies in a kernel --------------------
+
+
+class _Body:
+    """The ``i``-th body of the plan's screws (a traced index): its index ``k``, parent slot, coordinates ``q0``,
+    ``v0``, and its parameters by scalar loads; ``H`` its hinge row ``[c_w axis, c_v axis]``."""
+
+    def __init__(self, refs, i):
+        nb, tables, theta = refs.topo.nb, refs.tables, refs.theta
+        self.refs = refs
+        self.k = k = tables[3 * nb + i]
+        self.parent, self.q0, self.v0 = tables[k], tables[nb + k], tables[2 * nb + k]
+        o = k * _PER_BODY
+        self.axis = [theta[o + 12 + j] for j in range(3)]
+        self.coef = [theta[o + 15 + j] for j in range(2)]
+        self.H = [_mul(self.coef[0], a) for a in self.axis] + [_mul(self.coef[1], a) for a in self.axis]
+
+    def placement(self):
+        """``X_tree(k)`` as ``(R, p)``."""
+        o, theta = self.k * _PER_BODY, self.refs.theta
+        return [[theta[o + 3 * i + j] for j in range(3)] for i in range(3)], [theta[o + 9 + i] for i in range(3)]
+
+    def inertia(self):
+        """``M(k)``, symmetric 6x6."""
+        o = self.k * _PER_BODY + 17
+        upper = {ij: self.refs.theta[o + n] for n, ij in enumerate(_UPPER)}
+        return _symmetric(lambda i, j: upper[(i, j)], 6)
+
+
+def _pose(X):
+    return [X[0:3], X[3:6], X[6:9]], X[9:12]
+
+
+def _velocity_step(refs, body):
+    """Pass 0 (down): ``X(k)``, ``V(k) = phi*(parent, k) V(parent) + H*(k) qd(k)``, ``a(k)``, ``b(k)`` (the start of
+    the sum ``z``); clears the sum ``P``."""
+    mem, m = refs.mem, refs.scratch
+    R_J, p_J = _screw_transform(refs.q[body.q0, :], body.axis, body.coef)
+    R_tree, p_tree = body.placement()
+    R, p = _mm(R_tree, R_J), [_add(t, r) for t, r in zip(p_tree, _mv(R_tree, p_J))]  # X_tree X_J
+    vJ = [_mul(h, refs.qd[body.v0, :]) for h in body.H]  # H*(k) qd(k)
+    V = [_add(x, y) for x, y in zip(_phi_star(R, p, m.rows(mem, "V", body.parent)), vJ)]
+    b = _cross_force(V, _mv(body.inertia(), V))  # b(k) = V-bar(k) M(k) V(k)
+    if refs.f_ext is not None:
+        b = [_sub(x, refs.f_ext[6 * body.k + i, :]) for i, x in enumerate(b)]
+    m.write(mem, "X", body.k, [x for row in R for x in row] + p)
+    m.write(mem, "V", body.k, V)
+    m.write(mem, "a", body.k, _cross_motion(V, vJ))  # a(k) = V(k) x H*(k) qd(k)
+    m.write(mem, "P", body.k, [0.0] * 21)
+    m.write(mem, "z", body.k, b)
+
+
+def _articulated_step(refs, body):
+    """Pass 1 (up): ``P(k)``, ``z(k)``, the gain ``G(k)`` and ``nu(k)``; ``P+`` and ``z+`` added to the parent's
+    sums (a root's to the world's, never read)."""
+    mem, m = refs.mem, refs.scratch
+    R, p = _pose(m.rows(mem, "X", body.k))
+    M, P_children = body.inertia(), dict(zip(_UPPER, m.rows(mem, "P", body.k)))
+    P = _symmetric(lambda i, j: _add(M[i][j], P_children[(i, j)]), 6)  # (6.28)
+    z = [_add(x, y) for x, y in zip(_mv(P, m.rows(mem, "a", body.k)), m.rows(mem, "z", body.k))]  # (7.42)
+    PH = _mv(P, body.H)  # P(k) H*(k)
+    D = _add(_dot(body.H, PH), refs.theta[refs.topo.nb * _PER_BODY + body.v0])  # H P H* + armature (6.13)
+    D_inv = 1.0 / D
+    eps = _sub(refs.tau[body.v0, :], _dot(body.H, z))  # eps(k) = T(k) - H(k) z(k)
+    G = [_mul(x, D_inv) for x in PH]  # G(k) = P H* D^-1, the Kalman gain
+    nu = _mul(eps, D_inv)  # nu(k) = D^-1(k) eps(k)
+    m.write(mem, "G", body.v0, G)
+    m.write(mem, "nu", body.v0, [nu])
+    P_plus = _symmetric(lambda i, j: _sub(P[i][j], _mul(G[i], PH[j])), 6)  # P+(k) = P - G H P
+    z_plus = [_add(z_i, _mul(g, eps)) for z_i, g in zip(z, G)]  # z+(k) = z(k) + G(k) eps(k)
+    to_P, to_z = _phi_congruence(R, p, P_plus), _phi(R, p, z_plus)
+    sum_P = m.rows(mem, "P", body.parent)
+    m.write(mem, "P", body.parent, [_add(x, to_P[i][j]) for x, (i, j) in zip(sum_P, _UPPER)])
+    m.write(mem, "z", body.parent, [_add(x, y) for x, y in zip(m.rows(mem, "z", body.parent), to_z)])
+
+
+def _acceleration_step(refs, body):
+    """Pass 2 (down): ``alpha+(k) = phi*(parent, k) alpha(parent)``, ``qdd(k) = nu(k) - G*(k) alpha+(k)`` (7.31),
+    ``alpha(k) = alpha+(k) + H*(k) qdd(k) + a(k)``; ``alpha`` is the second kernel's own scratch (6 rows a slot)."""
+    mem, m = refs.mem, refs.scratch
+    R, p = _pose(m.rows(mem, "X", body.k))
+    alpha_plus = _phi_star(R, p, [refs.alpha[6 * body.parent + i, :] for i in range(6)])
+    qdd = _sub(m.rows(mem, "nu", body.v0)[0], _dot(m.rows(mem, "G", body.v0), alpha_plus))
+    refs.qdd[body.v0, :] = qdd
+    alpha = [_add(x, _mul(h, qdd), y) for x, h, y in zip(alpha_plus, body.H, m.rows(mem, "a", body.k))]
+    for i, x in enumerate(alpha):
+        refs.alpha[6 * body.k + i, :] = x
+
+
+class _Refs:
+    """What the kernels' steps read and write (Pallas refs, states batch last): the parameters ``theta``, the
+    plan's ``tables``, the states' rows ``q``, ``qd``, ``tau``, ``f_ext`` (or None), the scratch ``mem``, and in
+    the second kernel ``alpha`` and ``qdd``."""
+
+    def __init__(self, topo, theta, tables, mem, q=None, qd=None, tau=None, f_ext=None, alpha=None, qdd=None):
+        self.topo, self.theta, self.tables, self.mem = topo, theta, tables, mem
+        self.q, self.qd, self.tau, self.f_ext, self.alpha, self.qdd = q, qd, tau, f_ext, alpha, qdd
+        self.scratch = _Scratch(topo.nb, topo.nv)
+
+
+def _sweep(refs, step, n, reverse=False):
+    """``step`` on the plan's screws in order (reversed: tips first), one `lax.fori_loop`."""
+    def one(i, carry):
+        step(refs, _Body(refs, n - 1 - i if reverse else i))
+        return carry
+    jax.lax.fori_loop(0, n, one, 0)
+
+
+# -- the roots of other kinds, by XLA with the sweeps' own steps --------------------------------------------------
+
+
+def _root_motion(model, k, q, qd, f_ext):
+    """Pass 0 of root ``k`` for one state: ``(X, H, M, V, a, b)``, ``V = H* qd`` since the world is at rest."""
+    topo = model.topology
+    kind = KINDS[topo.kinds[k]]
+    q_k = q[topo.q_offset[k]:topo.q_offset[k] + kind.nq]
+    qd_k = qd[topo.v_offset[k]:topo.v_offset[k] + kind.nv]
+    X = compose(Transform(model.X_tree.R[k], model.X_tree.p[k]), kind.transform(q_k, model.axis[k], model.coef[k]))
+    H, M = kind.hinge_map(model.axis[k], model.coef[k]), body_inertias(model)[k]
+    V = mv(H.T, qd_k)
+    b = cross_force(V, mv(M, V))
+    return X, H, M, V, cross_motion(V, V), b if f_ext is None else b - f_ext[k]
+
+
+def _root_accelerations(model, k, motion, P_children, z_children, tau):
+    """Passes 1 and 2 of root ``k`` for one state, by `jaxmb.dynamics.articulated`'s steps: ``(alpha, qdd)``."""
+    from jaxmb.dynamics.articulated import _acceleration_step as step_2, _articulated_step as step_1
+
+    topo = model.topology
+    X, H, M, _, a, b = motion
+    v = slice(topo.v_offset[k], topo.v_offset[k] + H.shape[0])
+    _, _, (G, _, _, _, nu) = step_1((P_children, z_children), X, M, a, b, H, tau[v], model.armature[v])
+    return step_2(base_acceleration(model), X, a, G, nu, H)
+
+
+def _pow2(n):
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def batched_accelerations(model, q, qd, tau, f_ext=None, interpret=False):
+    """``qdd`` (B, nv) of a batch, ``q`` (B, nq), ``qd``, ``tau`` (B, nv), ``f_ext`` (B, nb, 6) or None, by two Pallas
+    kernels of ``ceil(B / BLOCK)`` programs each, for a model whose joints of kinds other than screw are roots
+    (`_Plan`); ``interpret``: Pallas' interpreter (any backend, for tests).
+
+    The roots of other kinds (a free base) are computed by XLA around the kernels: their ``V`` before the first,
+    their ``P``, ``z``, ``qdd`` and ``alpha`` from the first kernel's sums before the second. The kernels take their
+    arrays batch last, the batch padded to whole blocks with copies of the last state."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as plgpu
+
+    topo, n, plan = model.topology, q.shape[0], _Plan.of(model.topology)
+    if plan is None:
+        raise ValueError(f"fused forward dynamics: model {model.name!r} has a joint of a kind other than screw "
+                         f"below its root; such models take the sweeps")
+    theta = parameters(model)
+    dtype = jnp.result_type(theta, q, qd, tau)
+    q, qd, tau = (jnp.asarray(x, dtype) for x in (q, qd, tau))
+    f_ext = None if f_ext is None else jnp.asarray(f_ext, dtype)
+    n_pad = -(-n // BLOCK) * BLOCK
+    scratch = _Scratch(topo.nb, topo.nv)
+
+    def rows(x):  # (B, ...) -> (pow2 >= rows, n_pad), batch last
+        x = jnp.pad(x.reshape(n, -1), ((0, n_pad - n), (0, 0)), mode="edge").T
+        return jnp.pad(x, ((0, _pow2(x.shape[0]) - x.shape[0]), (0, 0)))
+
+    def call(kernel, inputs, out_rows, name):
+        block = lambda r: pl.BlockSpec((r, BLOCK), lambda i: (0, i))  # noqa: E731
+        whole = lambda x: pl.BlockSpec(x.shape, lambda i: (0,))  # noqa: E731
+        return pl.pallas_call(
+            kernel,
+            out_shape=[jax.ShapeDtypeStruct((r, n_pad), dtype) for r in out_rows],
+            grid=(n_pad // BLOCK,),
+            in_specs=[whole(theta), whole(tables)] + [block(x.shape[0]) for x in inputs],
+            out_specs=[block(r) for r in out_rows],
+            compiler_params=plgpu.CompilerParams(num_warps=NUM_WARPS, num_stages=1),
+            interpret=interpret,
+            name=f"{name}_{model.name}",
+        )(theta, tables, *inputs)
+
+    theta = jnp.pad(theta.astype(dtype), (0, _pow2(theta.size) - theta.size))
+    tables = jnp.asarray(np.pad(plan.tables, (0, _pow2(plan.tables.size) - plan.tables.size)))
+    states = [rows(q), rows(qd), rows(tau)] + ([] if f_ext is None else [rows(f_ext)])
+    world = jnp.broadcast_to(base_acceleration(model).astype(dtype), (n, 6))  # alpha(world) = [0; -g]
+    n_mem, n_alpha, n_qdd = _pow2(scratch.size), _pow2(6 * (topo.nb + 1)), _pow2(topo.nv)
+
+    def passes_0_1(r, V_roots):  # the world's V and the roots' (rows of V_roots), then pass 0 and pass 1
+        scratch.write(r.mem, "V", topo.nb, [0.0] * 6)
+        for j, k in enumerate(plan.roots):
+            scratch.write(r.mem, "V", k, [V_roots[6 * j + i, :] for i in range(6)])
+            scratch.write(r.mem, "P", k, [0.0] * 21)
+            scratch.write(r.mem, "z", k, [0.0] * 6)
+        _sweep(r, _velocity_step, len(plan.screws))
+        _sweep(r, _articulated_step, len(plan.screws), reverse=True)
+
+    def pass_2(r, alpha_in):  # the world's alpha and the roots' (rows of alpha_in), then pass 2
+        for j, k in enumerate([topo.nb] + plan.roots):
+            for i in range(6):
+                r.alpha[6 * k + i, :] = alpha_in[6 * j + i, :]
+        _sweep(r, _acceleration_step, len(plan.screws))
+
+    if not plan.roots:  # one kernel, the three passes
+        def aba(theta_ref, tables_ref, q_ref, qd_ref, tau_ref, *refs):
+            *f_ref, world_ref, mem_ref, qdd_ref, alpha_ref = refs
+            r = _Refs(topo, theta_ref, tables_ref, mem_ref, q_ref, qd_ref, tau_ref, f_ref[0] if f_ref else None,
+                      alpha_ref, qdd_ref)
+            passes_0_1(r, None)
+            pass_2(r, world_ref)
+
+        _, qdd, _ = call(aba, states + [rows(world)], [n_mem, n_qdd, n_alpha], "fused_aba")
+        return qdd[: topo.nv, :n].T
+
+    # the roots' pass 0 by XLA, the first kernel, the roots' passes 1 and 2 by XLA, the second kernel
+    motion = {k: jax.vmap(_root_motion, (None, None, 0, 0, None if f_ext is None else 0))(model, k, q, qd, f_ext)
+              for k in plan.roots}
+
+    def up(theta_ref, tables_ref, q_ref, qd_ref, tau_ref, *refs):
+        *f_ref, V_ref, mem_ref = refs
+        passes_0_1(_Refs(topo, theta_ref, tables_ref, mem_ref, q_ref, qd_ref, tau_ref, f_ref[0] if f_ref else None),
+                   V_ref)
+
+    V_roots = rows(jnp.stack([motion[k][3] for k in plan.roots], 1))
+    (mem,) = call(up, states + [V_roots], [n_mem], "fused_aba_up")
+    alpha_roots, qdd_roots = [], []
+    for k in plan.roots:
+        P = mem[scratch.first["P"] + 21 * k:][:21, :n].T
+        P = jnp.zeros((n, 6, 6), dtype).at[:, np.triu_indices(6)[0], np.triu_indices(6)[1]].set(P)
+        P = P + jnp.triu(P, 1).swapaxes(-1, -2)  # the children's sum, from its upper triangle
+        z = mem[scratch.first["z"] + 6 * k:][:6, :n].T
+        alpha, qdd_k = jax.vmap(_root_accelerations, (None, None, 0, 0, 0, 0))(model, k, motion[k], P, z, tau)
+        alpha_roots.append(alpha)
+        qdd_roots.append(qdd_k)
+
+    def down(theta_ref, tables_ref, mem_ref, alpha_in_ref, qdd_ref, alpha_ref):
+        pass_2(_Refs(topo, theta_ref, tables_ref, mem_ref, alpha=alpha_ref, qdd=qdd_ref), alpha_in_ref)
+
+    qdd, _ = call(down, [mem, rows(jnp.stack([world] + alpha_roots, 1))], [n_qdd, n_alpha], "fused_aba_down")
+    qdd = qdd[: topo.nv, :n].T
+    for k, qdd_k in zip(plan.roots, qdd_roots):
+        qdd = qdd.at[:, topo.v_offset[k]:topo.v_offset[k] + qdd_k.shape[1]].set(qdd_k)
+    return qdd
+
+
+def batched_rule(axis_size, batched, model, q, qd, tau, f_ext):
+    """`batched_accelerations` of a batch under `jax.vmap` on a GPU, the unbatched arguments broadcast; None where
+    it does not apply (`ON_GPU` False, another backend, an empty batch, a batch of models, a joint of another kind
+    than screw below a root)."""
+    if (not ON_GPU or jax.default_backend() != "gpu" or axis_size == 0 or any(jax.tree.leaves(batched[0]))
+            or _Plan.of(model.topology) is None):
+        return None
+    spread = lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))  # noqa: E731
+    f_ext = None if f_ext is None else spread(f_ext, batched[4])
+    return batched_accelerations(model, spread(q, batched[1]), spread(qd, batched[2]), spread(tau, batched[3]), f_ext)
