@@ -5,7 +5,8 @@
     python benchmarks/run.py --tiny                  # seconds; proves the entry point works (run by the tests)
     python benchmarks/run.py --device gpu --quick --only loops,derivatives   # part of a suite, merged into the day's file
 
-Runs `dynamics.py`, `operators.py`, `opspace.py`, `derivatives.py`, `chains.py`, `loops.py` and, where MuJoCo MJX and
+Runs `dynamics.py`, `operators.py`, `opspace.py`, `derivatives.py`, `chains.py`, `loops.py`, `fused.py` (on a GPU;
+elsewhere it measures nothing) and, where MuJoCo MJX and
 jaxsim are installed (jaxsim with sdformat's ``gz`` or ``ign`` on PATH), `mjx_peer.py` and `jaxsim_peer.py`, each in
 its own process (one compile cache each, as a user's first call sees it), with the same backend. Each writes its
 own ``results/<script>-<backend>-<cores>core.json`` and plot; this script then gathers them into
@@ -46,6 +47,7 @@ SCRIPTS = {
     "chains": {"tiny": ["--sizes", "4", "--batch", "4", "--per-level-max", "4"],
                "quick": ["--quick", "--per-level-max", "8"], "full": []},
     "loops": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
+    "fused": {"tiny": ["--quick", "--batches", "4"], "quick": ["--quick"], "full": []},
     "mjx_peer": {"tiny": ["--batches", "4"], "quick": ["--batches", "1024", "4096"], "full": []},
     "jaxsim_peer": {"tiny": ["--batches", "4"], "quick": ["--batches", "1024", "4096"], "full": []},
 }
@@ -234,6 +236,13 @@ def _mjx_rows(res):
             for r in res.get("results", []) if r["batch"] == largest]
 
 
+def _fused_rows(res):
+    return [(f"ABA by the fused GPU kernels, {r['robot']} {'free' if r['floating_base'] else 'fixed'} base "
+             f"{r['dtype']} batch {r['batch']}", f"{r['fused_states_per_s']:.3g} states/s",
+             f"{_fmt(r['ratio_fused_vs_sweeps'], 'x')} the sweeps on the same GPU")
+            for r in res.get("results", [])]
+
+
 def _jaxsim_rows(res):
     largest = max((r["batch"] for r in res.get("results", [])), default=None)
     return [(f"ABA vs jaxsim forward_dynamics_aba, {r['robot']} {r['dtype']} batch {r['batch']}",
@@ -242,8 +251,8 @@ def _jaxsim_rows(res):
 
 
 HEADLINES = {"dynamics": _dynamics_rows, "operators": _operators_rows, "opspace": _opspace_rows,
-             "derivatives": _derivatives_rows, "chains": _chains_rows, "loops": _loops_rows, "mjx_peer": _mjx_rows,
-             "jaxsim_peer": _jaxsim_rows}
+             "derivatives": _derivatives_rows, "chains": _chains_rows, "loops": _loops_rows, "fused": _fused_rows,
+             "mjx_peer": _mjx_rows, "jaxsim_peer": _jaxsim_rows}
 
 
 def headline(suite):
