@@ -205,7 +205,7 @@ class _Plan:
     """What the kernels are built from, known at trace time: the bodies of screw joints that the kernels compute
     (``screws``, in body order) and the roots of other kinds that XLA computes (``roots``), and the kernels' integer
     tables: per body its parent's slot (the world's slot is ``nb``), ``q_offset`` and ``v_offset``, then
-    ``screws``. ``plan`` is None where a joint of another kind has a parent: the kernels do not apply."""
+    ``screws``. `_Plan.of` gives None where a joint of another kind has a parent: the kernels do not apply."""
 
     def __init__(self, topo):
         self.topo = topo
@@ -370,7 +370,7 @@ def _root_motion(model, k, q, qd, f_ext):
     H, M = kind.hinge_map(model.axis[k], model.coef[k]), body_inertias(model)[k]
     V = mv(H.T, qd_k)
     b = cross_force(V, mv(M, V))
-    return X, H, M, V, cross_motion(V, V), b if f_ext is None else b - f_ext[k]
+    return X, H, M, V, cross_motion(V, V), b if f_ext is None else b - f_ext[k]  # a(k) = V(k) x H*(k) qd(k)
 
 
 def _root_accelerations(model, k, motion, P_children, z_children, tau):
@@ -389,13 +389,14 @@ def _pow2(n):
 
 
 def batched_accelerations(model, q, qd, tau, f_ext=None, interpret=False):
-    """``qdd`` (B, nv) of a batch, ``q`` (B, nq), ``qd``, ``tau`` (B, nv), ``f_ext`` (B, nb, 6) or None, by two Pallas
-    kernels of ``ceil(B / BLOCK)`` programs each, for a model whose joints of kinds other than screw are roots
-    (`_Plan`); ``interpret``: Pallas' interpreter (any backend, for tests).
+    """``qdd`` (B, nv) of a batch, ``q`` (B, nq), ``qd``, ``tau`` (B, nv), ``f_ext`` (B, nb, 6) or None, by Pallas
+    kernels of ``ceil(B / BLOCK)`` programs, for a model whose joints of kinds other than screw are roots (`_Plan`);
+    ``interpret``: Pallas' interpreter (any backend, for tests).
 
-    The roots of other kinds (a free base) are computed by XLA around the kernels: their ``V`` before the first,
-    their ``P``, ``z``, ``qdd`` and ``alpha`` from the first kernel's sums before the second. The kernels take their
-    arrays batch last, the batch padded to whole blocks with copies of the last state."""
+    Without such roots, one kernel computes the three passes. With them (a free base), XLA computes the roots around
+    two kernels: their ``V`` before the first (passes 0 and 1), their ``P``, ``z``, ``qdd`` and ``alpha`` from the
+    first kernel's sums before the second (pass 2). The kernels take their arrays batch last, the batch padded to
+    whole blocks with copies of the last state."""
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
 
