@@ -114,7 +114,8 @@ def jacobian(model, q, name, reference="local"):
     frame, world axes; Pinocchio's LOCAL_WORLD_ALIGNED) or ``world`` (spatial velocity at the world origin).
     Column j is the hinge axis of coordinate j moved to the frame where j moves the frame's body, else zero (3.53).
     Only the frame's support path is posed: its bodies' world poses composed from the root down, one body at a
-    time, and their coordinates' columns (talos' deepest body: 1.7x faster than all bodies' kinematics)."""
+    time, and their coordinates' columns (talos' deepest body: 1.1-1.2x faster than all bodies' kinematics under
+    `jaxmb.jit`, 1.7x under `jax.jit`)."""
     check_shapes(model, q=q)
     topo = model.topology
     i = model.frame_index(name)
