@@ -1,7 +1,8 @@
 """The fused GPU kernels of the forward dynamics (`jaxmb.dynamics.fused`), run by Pallas' interpreter on the CPU:
-they agree with the level-scheduled sweeps to float64 round-off on random screw trees (fixed base, free base with
-armature and external forces, two roots of other kinds) and on talos; `jax.vmap` of `forward_dynamics` takes them
-when the backend is a GPU and the model fits, and the sweeps otherwise; both kernels lower for CUDA (Triton).
+they agree with Pinocchio's ``aba`` on talos (free base, external forces) and with the level-scheduled sweeps to
+float64 round-off on random screw trees (fixed base, free base with armature and external forces, two roots of other
+kinds) and on talos; `jax.vmap` of `forward_dynamics` takes them when the backend is a GPU and the model fits, and
+the sweeps otherwise; both kernels lower for CUDA (Triton).
 """
 
 import functools
@@ -10,15 +11,17 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pinocchio as pin
 import pytest
 
 import jaxmb
 from jaxmb import joints
 from jaxmb.dynamics import fused
 from jaxmb.testing import ModelBuilder, random_inertia, random_model
-from pinocchio_bridge import urdf_path
+from pinocchio_bridge import load_pair, urdf_path
 
 RTOL = 1e-12  # float64, relative to the largest acceleration
+PIN_RTOL = 1e-9  # relative to the norm of Pinocchio's result, as tests/test_pinocchio_oracle.py
 
 
 def _two_roots():
@@ -70,6 +73,18 @@ def test_kernels_equal_the_sweeps(name):
     expected = _sweeps(model, q, qd, tau, f_ext)
     assert got.shape == expected.shape
     np.testing.assert_allclose(got, expected, rtol=0, atol=RTOL * jnp.max(jnp.abs(expected)))
+
+
+def test_kernels_equal_pinocchio_aba():
+    """Talos with a free base (the base by XLA between the two kernels) and external forces, against ``pin.aba``."""
+    model, pm, br = load_pair("talos_full_v2", floating_base=True)
+    q, qd, tau, f_ext = _batch(model, 3, seed=1)
+    got = jax.jit(functools.partial(fused.batched_accelerations, model, interpret=True))(q, qd, tau, f_ext)
+    d = pm.createData()
+    for s in range(3):
+        expected = br.v_from_pin(pin.aba(pm, d, br.q_to_pin(q[s]), br.v_to_pin(qd[s]), br.tau_to_pin(tau[s]),
+                                         br.fext_to_pin(f_ext[s])))
+        assert np.linalg.norm(got[s] - expected) <= PIN_RTOL * np.linalg.norm(expected)
 
 
 def test_forward_dynamics_takes_the_kernels_on_a_gpu(monkeypatch):

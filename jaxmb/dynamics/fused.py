@@ -5,11 +5,13 @@ The level-scheduled sweeps (`jaxmb.sweeps`) run on the GPU as about 200 XLA kern
 level arrays through the GPU's memory (benchmarks/README.md, "Results: GPU"). Here one program of a kernel computes
 the ABA of `BLOCK` states. A body's step is straight-line code on scalars: every symbol of the book is a Python list
 of scalars (a 6-vector 6 of them, a symmetric 6x6 inertia its 21 distinct entries), every scalar an array of `BLOCK`
-states, and products with the constants 0 and 1 are folded while tracing. The body's parameters come by scalar
-loads; what the other bodies need (``X, V, a``, the sums ``P`` and ``z``, ``G, nu, alpha``) goes through a scratch
-memory with one column per state, so that a warp's loads and stores are coalesced. On an H200, talos with a fixed
-base (44 revolute joints) ran at 8.3e7 states/s at batch 262144 in float32, 4.6x the sweeps (benchmarks/README.md,
-"Fused kernels").
+states, and products with the constants 0 and 1 are folded while tracing. The spatial algebra is therefore written
+again on such lists (`_phi_star`, `_phi_congruence`, ...): `jaxmb.spatial` works on stacked arrays, whose
+concatenates and slices a kernel of one state per lane would only build and take apart again. The body's
+parameters come by scalar loads; what the other bodies need (``X, V, a``, the sums ``P`` and ``z``, ``G, nu,
+alpha``) goes through a scratch memory with one column per state, so that a warp's loads and stores are coalesced.
+On an H200, talos with a fixed base (44 revolute joints) ran at 8.3e7 states/s at batch 262144 in float32, 4.6x the
+sweeps (benchmarks/README.md, "Results: GPU (H200), 2026-11-27").
 
 Loops, not one unrolled program: Triton did not compile the talos ABA unrolled body by body (52k operations) in 7
 minutes, nor a free joint's 6x6 step inside the kernel in 3; the three loops over screw bodies compile in 20 s.
@@ -215,7 +217,9 @@ class _Plan:
         self.tables = np.concatenate([parent, topo.q_offset, topo.v_offset, self.screws]).astype(np.int32)
 
     @staticmethod
+    @functools.cache
     def of(topo):
+        """The plan of a topology, made once per topology (the rule and the kernels both ask), or None."""
         plan = _Plan(topo)
         applies = bool(plan.screws) and all(topo.parent[k] < 0 for k in plan.roots)
         return plan if applies else None
