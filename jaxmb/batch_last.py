@@ -288,9 +288,11 @@ def vmap_batch_last(closed, in_batched, axis_size, moved=False):
         closed: a ClosedJaxpr of one state.
         in_batched: per argument, whether it carries the batch (as its leading axis, as under `jax.vmap`).
         axis_size: the number of states.
-        moved: the batched arguments carry the batch as their last axis already.
+        moved: the batched arguments carry the batch as their last axis already, and the outputs keep it there:
+            a caller that maps chunks moves the batch of each (`jaxmb.batching`).
     Returns:
-        a function of the arguments returning the list of outputs, every one with the batch as its leading axis.
+        a function of the arguments returning the list of outputs, every one with the batch as its leading axis
+        (its last axis when ``moved``).
     """
 
     closed = _live(closed)
@@ -299,6 +301,8 @@ def vmap_batch_last(closed, in_batched, axis_size, moved=False):
         if not moved:
             args = [jnp.moveaxis(x, 0, -1) if b else x for x, b in zip(args, in_batched)]
         outs, outs_b = _interpret(closed, args, list(in_batched), axis_size)
+        if moved:
+            return [y if b else _spread(y, axis_size) for y, b in zip(outs, outs_b)]
         return [jnp.moveaxis(y, -1, 0) if b else jnp.broadcast_to(y, (axis_size,) + jnp.shape(y))
                 for y, b in zip(outs, outs_b)]
 

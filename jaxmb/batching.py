@@ -47,6 +47,16 @@ chain and the quadruped with rotors ran 1.03-1.15x faster in chunks of 512 than 
 ran 2x slower (benchmarks/README.md, "Closed loops in chunks")."""
 
 
+MOVED_ONCE_MAX = 1024
+"""The most numbers per state of an output of a batch-last chunk that `_map_in_chunks` moves back to batch-first
+once for the whole batch, after the loop over chunks, as it moves the inputs; larger ones are moved chunk by chunk,
+while the chunk is in the cache. Moved once, the residuals that a gradient's forward sweep hands to its backward
+sweep (both in chunks) are not moved at all: XLA cancels the move out with the move back in. On the 2-core CPU
+(talos float32, batch 4096) the ABA ran 10 % faster moved once, Newton-Euler 14 %, the ABA's gradient 23 %, but the
+mass matrix (2 500 numbers per state) 60 % slower and its inverse 30 % (benchmarks/README.md, "Outputs moved
+once")."""
+
+
 def _with_states(args, batched, states):
     """``args`` with each entry flagged in ``batched`` replaced, in order, by the next of ``states``."""
     states = iter(states)
@@ -156,7 +166,14 @@ def _map_in_chunks(closed, axis_size, in_batched, leaves, batch_last=True):
     mapped = [x.reshape((k, chunk) + x.shape[1:]) for x in mapped]
     if batch_last:
         mapped = [jnp.moveaxis(x, 1, -1) for x in mapped]  # once for the whole batch, not per chunk
-    ys = jax.lax.map(lambda states: one(*_with_states(leaves, in_batched, states)), mapped)
+    in_loop = [batch_last and a.size > MOVED_ONCE_MAX for a in closed.out_avals]  # else once for the whole batch
+
+    def chunk_of_outputs(states):
+        ys = one(*_with_states(leaves, in_batched, states))
+        return [jnp.moveaxis(y, -1, 0) if i else y for y, i in zip(ys, in_loop)]
+
+    ys = jax.lax.map(chunk_of_outputs, mapped)
+    ys = [jnp.moveaxis(y, -1, 1) if batch_last and not i else y for y, i in zip(ys, in_loop)]
     return [y.reshape((k * chunk,) + y.shape[2:])[:axis_size] for y in ys]
 
 

@@ -38,7 +38,7 @@ def computed_once(x):
     return jax.lax.div(x, one)
 
 
-CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_prefer_vector_width": 512}
 """XLA debug options `jit` adds for each program (where this jaxlib knows them)."""
 
 
