@@ -71,7 +71,8 @@ def has_module(name):
 
 
 def run_scripts(mode, device, large, results_dir, only=None):
-    """Run each script (those named in ``only``, if given); returns {script: (returncode, seconds, results stem)}."""
+    """Run each script (those named in ``only``, if given); returns {script: (returncode, seconds, results stem,
+    start time)}."""
     env = dict(os.environ, JAXMB_RESULTS_DIR=str(results_dir))
     if device:
         env["JAX_PLATFORMS"] = {"cpu": "cpu", "gpu": "cuda"}[device]
@@ -97,16 +98,18 @@ def run_scripts(mode, device, large, results_dir, only=None):
         print(f"== {name} {' '.join(argv)}", flush=True)
         t0 = datetime.datetime.now()
         rc = subprocess.call([sys.executable, str(HERE / f"{name}.py"), *argv], cwd=HERE, env=env)
-        status[name] = (rc, (datetime.datetime.now() - t0).total_seconds(), result_stem(name, argv))
+        status[name] = (rc, (datetime.datetime.now() - t0).total_seconds(), result_stem(name, argv), t0.timestamp())
         print(f"== {name}: exit {rc} after {status[name][1]:.0f} s", flush=True)
     return status
 
 
 def collect(mode, status, results_dir):
-    """Every script's results file of this run, with the machine, as one document."""
+    """Every script's results file of this run, with the machine, as one document: files older than their script's
+    run are another run's (a GPU's results, say, where this run's script measured nothing)."""
     suite = {"date": datetime.date.today().isoformat(), "mode": mode, "scripts": {}}
-    for name, (rc, seconds, stem) in status.items():
-        found = sorted(Path(results_dir).glob(f"{stem}-*core.json"), key=lambda p: p.stat().st_mtime)
+    for name, (rc, seconds, stem, started) in status.items():
+        found = sorted((p for p in Path(results_dir).glob(f"{stem}-*core.json") if p.stat().st_mtime >= started),
+                       key=lambda p: p.stat().st_mtime)
         payload = json.loads(found[-1].read_text()) if found and rc == 0 else None
         if payload:
             suite.setdefault("machine", payload.get("machine"))

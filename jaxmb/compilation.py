@@ -1,9 +1,11 @@
-"""`jit`: `jax.jit` with the XLA options under which jaxmb's programs compile fastest on the CPU.
+"""`jit`: `jax.jit` with the XLA options under which jaxmb's programs compile fastest and run fastest on the CPU.
 
 XLA's CPU backend emits each fused loop either through its MLIR *fusion emitters* (the default since 2025) or
 through its older direct LLVM emitter. On jaxmb's sweeps the older emitter compiles 1.5-2x faster and runs as fast
 or faster: the talos ABA at batch 4096 in float32 compiles in ~4.2 s instead of ~6.6 s, its gradient in ~16 s
-instead of ~26 s, the RNEA and CRBA in half the time (benchmarks/README.md, "Compile time"). The options are
+instead of ~26 s, the RNEA and CRBA in half the time (benchmarks/README.md, "Compile time"). Its loops over the
+batch (`jaxmb.batch_last`) are vectorized 256 bits wide by default; on a CPU with AVX-512, 512 bits wide, the
+talos ABA ran 15-20 % faster in float32 and in float64 (benchmarks/README.md, "512-bit vectors"). The options are
 handed to `jax.jit` as ``compiler_options``, so they apply to that one program and never change the process's
 global XLA flags; other backends ignore them.
 
@@ -39,7 +41,8 @@ def computed_once(x):
 
 
 CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_prefer_vector_width": 512}
-"""XLA debug options `jit` adds for each program (where this jaxlib knows them)."""
+"""XLA debug options `jit` adds for each program (where this jaxlib knows them): the older loop emitter, and vector
+loops as wide as the CPU has (a CPU without AVX-512 keeps its 256 bits)."""
 
 
 @functools.lru_cache(maxsize=None)
