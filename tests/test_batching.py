@@ -213,6 +213,26 @@ def test_gradients_under_vmap_are_computed_in_chunks_and_equal_state_by_state(pr
         jax.tree.map(lambda g, w: np.testing.assert_allclose(g[i], w, rtol=1e-12, atol=1e-12), got, want)
 
 
+@pytest.mark.parametrize("most", [0, 10**9], ids=["moved_in_the_loop", "moved_once"])
+def test_outputs_moved_in_the_loop_or_once_for_the_batch_equal_state_by_state(problem, chunks_of_three, monkeypatch,
+                                                                              most):
+    """Every output of the chunks moved back to batch-first chunk by chunk, or every one once for the whole batch
+    (`batching.MOVED_ONCE_MAX`): the same values, mass matrices and gradients (whose residuals then cross from the
+    forward call's chunks to the transpose's without a move) as single states."""
+    monkeypatch.setattr(batching, "MOVED_ONCE_MAX", most)
+    model, q, qd, x = problem
+
+    def each(q, qd, x):
+        fd = lambda q, qd, x: jnp.sum(jnp.sin(jaxmb.forward_dynamics(model, q, qd, x)))  # noqa: E731
+        return jaxmb.forward_dynamics(model, q, qd, x), jaxmb.mass_matrix(model, q), jax.grad(fd, (0, 1, 2))(q, qd, x)
+
+    got = fast_jit(jax.vmap(each))(q, qd, x)
+    one = fast_jit(each)
+    for i in range(BATCH):
+        jax.tree.map(lambda g, w: np.testing.assert_allclose(g[i], w, rtol=1e-12, atol=1e-12), got,
+                     one(q[i], qd[i], x[i]))
+
+
 # -- linear maps in chunks (jaxmb.batching.linear_in_cpu_chunks) --
 
 def _matrix(r):
