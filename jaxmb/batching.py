@@ -53,8 +53,8 @@ once for the whole batch, after the loop over chunks, as it moves the inputs; la
 while the chunk is in the cache. Moved once, the residuals that a gradient's forward sweep hands to its backward
 sweep (both in chunks) are not moved at all: XLA cancels the move out with the move back in. On the 2-core CPU
 (talos float32, batch 4096) the ABA ran 10 % faster moved once, Newton-Euler 14 %, the ABA's gradient 23 %, but the
-mass matrix (2 500 numbers per state) 60 % slower and its inverse 30 % (benchmarks/README.md, "Outputs moved
-once")."""
+mass matrix (2 500 numbers per state) 60 % slower and its inverse 30 % (benchmarks/README.md, "512-bit vectors,
+and outputs moved once")."""
 
 
 def _with_states(args, batched, states):

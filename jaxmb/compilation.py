@@ -5,9 +5,9 @@ through its older direct LLVM emitter. On jaxmb's sweeps the older emitter compi
 or faster: the talos ABA at batch 4096 in float32 compiles in ~4.2 s instead of ~6.6 s, its gradient in ~16 s
 instead of ~26 s, the RNEA and CRBA in half the time (benchmarks/README.md, "Compile time"). Its loops over the
 batch (`jaxmb.batch_last`) are vectorized 256 bits wide by default; on a CPU with AVX-512, 512 bits wide, the
-talos ABA ran 15-20 % faster in float32 and in float64 (benchmarks/README.md, "512-bit vectors"). The options are
-handed to `jax.jit` as ``compiler_options``, so they apply to that one program and never change the process's
-global XLA flags; other backends ignore them.
+talos ABA ran 15-20 % faster in float32 and in float64 (benchmarks/README.md, "512-bit vectors, and outputs
+moved once"). The options are handed to `jax.jit` as ``compiler_options``, so they apply to that one program and
+never change the process's global XLA flags; other backends ignore them.
 
 `eager_jit` decorates the public functions: called outside any JAX transformation (in a notebook, say), a function
 runs as one program compiled by `jit` and cached, instead of op by op, where each operation compiles a program of
