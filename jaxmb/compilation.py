@@ -4,10 +4,11 @@ XLA's CPU backend emits each fused loop either through its MLIR *fusion emitters
 through its older direct LLVM emitter. On jaxmb's sweeps the older emitter compiles 1.5-2x faster and runs as fast
 or faster: the talos ABA at batch 4096 in float32 compiles in ~4.2 s instead of ~6.6 s, its gradient in ~16 s
 instead of ~26 s, the RNEA and CRBA in half the time (benchmarks/README.md, "Compile time"). Its loops over the
-batch (`jaxmb.batch_last`) are vectorized 256 bits wide by default; on a CPU with AVX-512, 512 bits wide, the
-talos ABA ran 15-20 % faster in float32 and in float64 (benchmarks/README.md, "512-bit vectors, and outputs
-moved once"). The options are handed to `jax.jit` as ``compiler_options``, so they apply to that one program and
-never change the process's global XLA flags; other backends ignore them.
+batch (`jaxmb.batch_last`) are vectorized 256 bits wide by default; 512 bits wide, the talos ABA ran 15-20 %
+faster in float32 and in float64, and as much on the same CPU held to AVX2, whose 256-bit registers then take
+each vector in two halves (benchmarks/README.md, "512-bit vectors, and outputs moved once"). The options are
+handed to `jax.jit` as ``compiler_options``, so they apply to that one program and never change the process's
+global XLA flags; other backends ignore them.
 
 `eager_jit` decorates the public functions: called outside any JAX transformation (in a notebook, say), a function
 runs as one program compiled by `jit` and cached, instead of op by op, where each operation compiles a program of
@@ -42,7 +43,7 @@ def computed_once(x):
 
 CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_prefer_vector_width": 512}
 """XLA debug options `jit` adds for each program (where this jaxlib knows them): the older loop emitter, and vector
-loops as wide as the CPU has (a CPU without AVX-512 keeps its 256 bits)."""
+loops 512 bits wide (in two 256-bit halves on a CPU without AVX-512)."""
 
 
 @functools.lru_cache(maxsize=None)
