@@ -72,7 +72,7 @@ def has_module(name):
 
 def run_scripts(mode, device, large, results_dir, only=None):
     """Run each script (those named in ``only``, if given); returns {script: (returncode, seconds, results stem,
-    start time)}."""
+    the modification times of the results files of that stem before the script ran)}."""
     env = dict(os.environ, JAXMB_RESULTS_DIR=str(results_dir))
     if device:
         env["JAX_PLATFORMS"] = {"cpu": "cpu", "gpu": "cuda"}[device]
@@ -96,20 +96,27 @@ def run_scripts(mode, device, large, results_dir, only=None):
         if large and name in ("mjx_peer", "jaxsim_peer"):
             argv = ["--batches", "4096", "65536"]
         print(f"== {name} {' '.join(argv)}", flush=True)
+        stem = result_stem(name, argv)
+        before = results_files(results_dir, stem)
         t0 = datetime.datetime.now()
         rc = subprocess.call([sys.executable, str(HERE / f"{name}.py"), *argv], cwd=HERE, env=env)
-        status[name] = (rc, (datetime.datetime.now() - t0).total_seconds(), result_stem(name, argv), t0.timestamp())
+        status[name] = (rc, (datetime.datetime.now() - t0).total_seconds(), stem, before)
         print(f"== {name}: exit {rc} after {status[name][1]:.0f} s", flush=True)
     return status
 
 
+def results_files(results_dir, stem):
+    """``{path: modification time in ns}`` of the results files a script saves under ``stem``, one per machine."""
+    return {p: p.stat().st_mtime_ns for p in Path(results_dir).glob(f"{stem}-*core.json")}
+
+
 def collect(mode, status, results_dir):
-    """Every script's results file of this run, with the machine, as one document: files older than their script's
-    run are another run's (a GPU's results, say, where this run's script measured nothing)."""
+    """Every script's results file of this run, with the machine, as one document: a file the script did not write
+    or rewrite is another run's (a GPU's results, say, where this run's script measured nothing)."""
     suite = {"date": datetime.date.today().isoformat(), "mode": mode, "scripts": {}}
-    for name, (rc, seconds, stem, started) in status.items():
-        found = sorted((p for p in Path(results_dir).glob(f"{stem}-*core.json") if p.stat().st_mtime >= started),
-                       key=lambda p: p.stat().st_mtime)
+    for name, (rc, seconds, stem, before) in status.items():
+        written = [(t, p) for p, t in results_files(results_dir, stem).items() if before.get(p) != t]
+        found = [p for _, p in sorted(written)]
         payload = json.loads(found[-1].read_text()) if found and rc == 0 else None
         if payload:
             suite.setdefault("machine", payload.get("machine"))

@@ -36,3 +36,18 @@ def test_readme_table_of_one_backend_leaves_the_other_backends_table():
     new = run.rewrite_readme(text, run.table(suite))
     assert "cpu figures" in new and "old gpu figures" not in new and "gpu backend, H200" in new
     assert new.startswith("intro\n") and new.endswith("end") and "\nbetween\n" in new
+
+
+def test_suite_file_takes_only_the_results_its_scripts_wrote(tmp_path):
+    """A results file left by another run (a GPU's, where this run's script measured nothing) stays out."""
+    spec = importlib.util.spec_from_file_location("benchmarks_run", ROOT / "benchmarks" / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    (tmp_path / "fused-gpu-16core.json").write_text('{"machine": {"backend": "gpu"}, "rows": []}')
+    (tmp_path / "chains-gpu-16core.json").write_text('{"machine": {"backend": "gpu"}, "rows": []}')
+    before = {stem: run.results_files(tmp_path, stem) for stem in ("fused", "chains")}
+    (tmp_path / "chains-cpu-2core.json").write_text('{"machine": {"backend": "cpu"}, "rows": [1]}')
+    suite = run.collect("quick", {"fused": (0, 1.0, "fused", before["fused"]),
+                                  "chains": (0, 1.0, "chains", before["chains"])}, tmp_path)
+    assert suite["scripts"]["fused"]["results"] is None
+    assert suite["scripts"]["chains"]["results"]["rows"] == [1] and suite["machine"] == {"backend": "cpu"}
