@@ -4,12 +4,14 @@ the base, which XLA computes).
 
     python benchmarks/fused.py                     # batches 4096, 65536, 262144; float32 and float64
     python benchmarks/fused.py --quick             # batch 65536, float32
+    python benchmarks/fused.py --batches 65536 --dtypes float64
 
 Both sides are ``jaxmb.jit(jax.vmap(forward_dynamics))`` on the same random states, the sweeps with
 ``fused.ON_GPU = False``. Prints states/s of each, the kernels' gain (sweeps time / kernels time), both first-call
 compile times and the largest difference of the accelerations relative to the largest acceleration. On a backend
 other than a GPU there are no kernels to time: the script says so and writes nothing. Writes
-``benchmarks/results/fused-<backend>-<cores>core.json``.
+``benchmarks/results/fused-<backend>-<cores>core.json`` after every configuration, so that a run cut short by a
+GPU lease's end keeps what it measured.
 """
 
 import argparse
@@ -60,6 +62,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="batch 65536, float32")
     ap.add_argument("--robot", default="talos_full_v2")
     ap.add_argument("--batches", nargs="*", type=int, default=None)
+    ap.add_argument("--dtypes", nargs="*", default=None, choices=["float32", "float64"])
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
     if jax.default_backend() != "gpu":
@@ -68,12 +71,16 @@ def main():
         return
     jax.config.update("jax_enable_x64", True)
     batches = args.batches or ([65536] if args.quick else [4096, 65536, 262144])
-    dtypes = ["float32"] if args.quick else ["float32", "float64"]
-    rows = [run(args.robot, floating_base, dtype, batch)
-            for floating_base in (False, True) for dtype in dtypes for batch in batches]
+    dtypes = args.dtypes or (["float32"] if args.quick else ["float32", "float64"])
+    rows = []
+    for floating_base in (True, False):  # the free base, the targets' configuration, first
+        for dtype in dtypes:
+            for batch in batches:
+                rows.append(run(args.robot, floating_base, dtype, batch))
+                if not args.no_save:
+                    path = save("fused", {"machine": machine(), "results": rows})
+                    plot(rows, machine(), path.with_suffix(".png"))
     if not args.no_save:
-        path = save("fused", {"machine": machine(), "results": rows})
-        plot(rows, machine(), path.with_suffix(".png"))
         print("saved", path)
 
 
