@@ -278,8 +278,10 @@ def table(suite):
              f"Latest `benchmarks/run.py --{suite['mode']}` ({suite['date']}; {m.get('cpu', '?')}, "
              f"{m.get('cores', '?')} cores, {m.get('backend', '?')} backend, {m.get('device', '?')}, "
              f"jax {m.get('jax', '?')}). Ratios are jaxmb's speed over the peer's, both measured in the same run "
-             "(above 1: jaxmb is faster).", "",
-             "| figure | jaxmb | against the peer |", "|---|---|---|"]
+             "(above 1: jaxmb is faster).", ""]
+    if suite.get("note"):  # a document gathered from more than one run says which rows come from which
+        lines += [suite["note"], ""]
+    lines += ["| figure | jaxmb | against the peer |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in headline(suite)]
     failed = [n for n, s in suite["scripts"].items() if s["exit"]]
     if failed:

@@ -11,6 +11,14 @@ from checks import fast_compile_environment
 ROOT = Path(__file__).parent.parent
 
 
+def benchmarks_run():
+    """`benchmarks/run.py` as a module (benchmarks/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("benchmarks_run", ROOT / "benchmarks" / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    return run
+
+
 def test_benchmark_suite_runs_end_to_end_on_a_tiny_configuration():
     readme = (ROOT / "README.md").read_text()
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--tiny", "--device", "cpu"],
@@ -24,9 +32,7 @@ def test_benchmark_suite_runs_end_to_end_on_a_tiny_configuration():
 
 
 def test_readme_table_of_one_backend_leaves_the_other_backends_table():
-    spec = importlib.util.spec_from_file_location("benchmarks_run", ROOT / "benchmarks" / "run.py")
-    run = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run)
+    run = benchmarks_run()
     readme = (ROOT / "README.md").read_text()
     for backend in ("cpu", "gpu"):
         assert all(marker in readme for marker in run.markers(backend)), backend
@@ -40,9 +46,7 @@ def test_readme_table_of_one_backend_leaves_the_other_backends_table():
 
 def test_suite_file_takes_only_the_results_its_scripts_wrote(tmp_path):
     """A results file left by another run (a GPU's, where this run's script measured nothing) stays out."""
-    spec = importlib.util.spec_from_file_location("benchmarks_run", ROOT / "benchmarks" / "run.py")
-    run = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run)
+    run = benchmarks_run()
     (tmp_path / "fused-gpu-16core.json").write_text('{"machine": {"backend": "gpu"}, "rows": []}')
     (tmp_path / "chains-gpu-16core.json").write_text('{"machine": {"backend": "gpu"}, "rows": []}')
     before = {stem: run.results_files(tmp_path, stem) for stem in ("fused", "chains")}
@@ -51,3 +55,11 @@ def test_suite_file_takes_only_the_results_its_scripts_wrote(tmp_path):
                                   "chains": (0, 1.0, "chains", before["chains"])}, tmp_path)
     assert suite["scripts"]["fused"]["results"] is None
     assert suite["scripts"]["chains"]["results"]["rows"] == [1] and suite["machine"] == {"backend": "cpu"}
+
+
+def test_table_of_a_suite_gathered_from_several_runs_carries_its_note():
+    run = benchmarks_run()
+    suite = {"date": "2026-11-27", "mode": "quick", "scripts": {}, "machine": {"backend": "gpu"}}
+    assert "Rows marked" not in run.table(suite)
+    table = run.table({**suite, "note": "Rows marked (b) come from a second run."})
+    assert "\nRows marked (b) come from a second run.\n\n| figure |" in table
