@@ -72,14 +72,14 @@ def main():
     jax.config.update("jax_enable_x64", True)
     batches = args.batches or ([65536] if args.quick else [4096, 65536, 262144])
     dtypes = args.dtypes or (["float32"] if args.quick else ["float32", "float64"])
-    rows = []
+    rows, info = [], machine()
     for floating_base in (True, False):  # the free base, the targets' configuration, first
         for dtype in dtypes:
             for batch in batches:
                 rows.append(run(args.robot, floating_base, dtype, batch))
                 if not args.no_save:
-                    path = save("fused", {"machine": machine(), "results": rows})
-                    plot(rows, machine(), path.with_suffix(".png"))
+                    path = save("fused", {"machine": info, "results": rows})
+                    plot(rows, info, path.with_suffix(".png"))
     if not args.no_save:
         print("saved", path)
 
