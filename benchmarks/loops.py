@@ -28,7 +28,7 @@ from common import alternating_best_times, best_time, compile_time, loop_call, m
 from jaxmb import joints, loops  # noqa: E402
 from jaxmb.loops import mechanisms  # noqa: E402
 from jaxmb.model import ModelBuilder  # noqa: E402
-from jaxmb.precision import full_precision  # noqa: E402
+from jaxmb.batching.precision import full_precision  # noqa: E402
 
 MECHANISMS = {
     "geared chain (3 links)": lambda exact: mechanisms.geared_pendulum_chain(3, exact=exact),

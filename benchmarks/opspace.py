@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmb
-from jaxmb.precision import full_precision
+from jaxmb.batching.precision import full_precision
 from common import (best_time, compile_time, load, loop_call, machine, pinocchio_states, robot_path, save,
                     sharded_versus, versus)
 

@@ -10,8 +10,7 @@ Conventions: spatial vectors angular first ``[w; v]``; quaternions ``[w, x, y, z
 """
 
 from jaxmb import assets, joints, operators, spatial
-from jaxmb.batching import chunked_vmap
-from jaxmb.compilation import jit
+from jaxmb.batching import chunked_vmap, jit, sharded_vmap, split_batch, use_cpu_cores
 from jaxmb.configuration import configuration_rate, integrate, neutral_configuration, random_configuration
 from jaxmb.dynamics.articulated import (
     ArticulatedBody,
@@ -70,7 +69,6 @@ from jaxmb.kinematics import (
     jacobians,
 )
 from jaxmb.model import Model, ModelBuilder
-from jaxmb.parallel import sharded_vmap, split_batch, use_cpu_cores
 from jaxmb.spatial import Transform
 
 __version__ = "0.1.0"

@@ -4,10 +4,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.compilation import eager_jit
+from jaxmb.batching import eager_jit, place_rows
 from jaxmb.joints import KINDS
 from jaxmb.model import check_shapes
-from jaxmb.rows import place_rows
 
 
 def neutral_configuration(model):
@@ -20,7 +19,7 @@ def neutral_configuration(model):
 
 def _in_q_order(model, per_block):
     """The (nq,) vector whose entries ``q_index`` of each kind block are that block's (n, nq_kind) values in
-    ``per_block`` (`jaxmb.rows.place_rows`: no scatter)."""
+    ``per_block`` (`jaxmb.batching.rows.place_rows`: no scatter)."""
     at = np.concatenate([np.asarray(blk.q_index).reshape(-1) for blk in model.topology.kind_blocks])
     return place_rows([x.reshape(-1) for x in per_block], at)
 

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.joints import KINDS
-from jaxmb.rows import sum_rows, take_rows
+from jaxmb.batching import sum_rows, take_rows
 from jaxmb.spatial import Transform, compose, dot, spatial_inertia
 
 

@@ -10,9 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.compilation import eager_jit
+from jaxmb.batching import eager_jit, take_rows
 from jaxmb.model import check_shapes
-from jaxmb.rows import take_rows
 from jaxmb.hinges import hinge_map, hinge_motion, joint_poses
 from jaxmb.spatial import Transform, compose, cross_motion, mm, mv, phi_star, phi_star_inv
 from jaxmb.sweeps import down

@@ -27,8 +27,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.extend.core import Primitive
-from jax.interpreters import ad, batching, mlir
+from jaxmb.batching import internals
 
 UNROLLED_ON_CPU = True
 """Lower the small products for the CPU backend as reduction-free sums; False lowers them as on other backends
@@ -95,20 +94,17 @@ def _dot_reduced(a, b):
 def _product(name, unrolled, reduced, core_ndims, out_shape, transpose_lhs, transpose_rhs):
     """A bilinear product as a primitive: both lowerings, derivatives by `transpose_lhs`/`transpose_rhs`
     (cotangent, other operand -> cotangent of this operand), and batching over leading axes."""
-    p = Primitive(name)
-    p.def_impl(reduced)  # eager calls; under jit the lowerings below apply
-    p.def_abstract_eval(lambda x, y: jax.core.ShapedArray(out_shape(x.shape, y.shape), x.dtype))
-    mlir.register_lowering(p, mlir.lower_fun(reduced, multiple_results=False))
-    mlir.register_lowering(
-        p, lambda ctx, x, y: mlir.lower_fun(unrolled if UNROLLED_ON_CPU else reduced, False)(ctx, x, y), "cpu")
-    ad.defbilinear(p, lambda ct, x, y: transpose_lhs(ct, y), lambda ct, x, y: transpose_rhs(ct, x))
+    p = internals.primitive(
+        name, reduced, lambda x, y: jax.ShapeDtypeStruct(out_shape(x.shape, y.shape), x.dtype),  # eager: reduced
+        cpu=lambda x, y: (unrolled if UNROLLED_ON_CPU else reduced)(x, y))
+    internals.bilinear(p, lambda ct, x, y: transpose_lhs(ct, y), lambda ct, x, y: transpose_rhs(ct, x))
 
     def batch(args, dims):
         size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-        args = [batching.bdim_at_front(a, d, size) for a, d in zip(args, dims)]
+        args = [internals.bdim_at_front(a, d, size) for a, d in zip(args, dims)]
         return p.bind(*args), 0
 
-    batching.primitive_batchers[p] = batch
+    internals.batching_rule(p, batch)
 
     def apply(x, y):
         x, y = jnp.asarray(x), jnp.asarray(y)

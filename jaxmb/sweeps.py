@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.rows import sum_rows, take_rows
+from jaxmb.batching import sum_rows, take_rows
 from jaxmb.spatial import dot, phi
 from jaxmb.topology import Topology
 

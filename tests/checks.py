@@ -35,7 +35,7 @@ import contextlib  # noqa: E402
 import functools  # noqa: E402
 import os  # noqa: E402
 
-from jaxmb.compilation import supported_options  # noqa: E402
+from jaxmb.batching.compile import supported_options  # noqa: E402
 
 FAST_COMPILE_OPTIONS = supported_options({
     "xla_backend_optimization_level": 0,

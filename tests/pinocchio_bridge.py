@@ -29,7 +29,7 @@ import pinocchio as pin
 
 import jaxmb
 from jaxmb import spatial
-from jaxmb.compilation import supported_options
+from jaxmb.batching.compile import supported_options
 
 # Short names for the robots of example-robot-data used by the tests (paths under the robots directory).
 ROBOTS = {

@@ -1,4 +1,4 @@
-"""`jaxmb.batch_last.vmap_batch_last`: the values and derivatives of `jax.vmap` for the sweeps of the dynamics and
+"""`jaxmb.batching.batch_last.vmap_batch_last`: the values and derivatives of `jax.vmap` for the sweeps of the dynamics and
 for the primitives they do not use, with the batch kept as the last axis from the inputs to the outputs."""
 
 import jax
@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxmb import batch_last
-from jaxmb.batch_last import vmap_batch_last
+from jaxmb.batching import batch_last
+from jaxmb.batching.batch_last import vmap_batch_last
 from jaxmb.dynamics.articulated import articulated_body
 from jaxmb.dynamics.inverse import joint_forces
 from jaxmb.testing import random_model, random_state

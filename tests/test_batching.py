@@ -12,7 +12,7 @@ import pytest
 from jax.test_util import check_grads
 
 import jaxmb
-from jaxmb import batching
+from jaxmb.batching import chunks as batching
 from jaxmb.testing import random_model, random_state
 
 from checks import fast_jit

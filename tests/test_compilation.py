@@ -12,7 +12,8 @@ import pytest
 
 import jaxmb
 import jaxmb.loops
-from jaxmb.compilation import CPU_COMPILER_OPTIONS, _outside_transformations, eager_jit, supported_options
+from jaxmb.batching.compile import CPU_COMPILER_OPTIONS, eager_jit, supported_options
+from jaxmb.batching.internals import outside_transformations
 from jaxmb.testing import random_model, random_state
 
 MODEL_QUERIES = {"total_mass", "neutral_configuration"}  # functions of the model alone: nothing to compile
@@ -58,11 +59,11 @@ def test_callers_compiler_options_win(monkeypatch):
 def test_installed_jax_tells_whether_it_is_tracing():
     """If a JAX release drops the private name `eager_jit` reads, eager calls silently run op by op again: this
     test is what notices."""
-    assert _outside_transformations()
+    assert outside_transformations()
     inside = []
 
     def record(x):
-        inside.append(_outside_transformations())
+        inside.append(outside_transformations())
         return x
 
     for transformation, x in ((jax.jit, 1.0), (jax.vmap, np.ones(2)), (jax.grad, 1.0)):

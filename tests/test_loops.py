@@ -17,7 +17,8 @@ import pytest
 
 import checks
 import jaxmb
-from jaxmb import batching, joints, loops
+from jaxmb import joints, loops
+from jaxmb.batching import chunks as batching
 from jaxmb.errors import ModelError
 from jaxmb.loops import articulated as loop_articulated
 from jaxmb.loops.embedding import _solve as solve_small_system

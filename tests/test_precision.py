@@ -1,4 +1,4 @@
-"""Every dot product jaxmb traces runs at full float32 precision (`jaxmb.precision`).
+"""Every dot product jaxmb traces runs at full float32 precision (`jaxmb.batching.precision`).
 
 At JAX's default precision a float32 dot product runs in TensorFloat-32 on NVIDIA GPUs since Ampere (a relative
 error of about 1e-3) and in bfloat16 passes on TPUs. The CPU computes it in full precision either way, so no

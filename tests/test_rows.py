@@ -1,4 +1,4 @@
-"""The row primitives of the sweeps (`jaxmb.rows`): `take_rows` and `sum_rows` equal numpy's indexing and
+"""The row primitives of the sweeps (`jaxmb.batching.rows`): `take_rows` and `sum_rows` equal numpy's indexing and
 ``np.add.at`` in both lowerings (the CPU's, a gathered block per number of summands, and the GPU's, a gather per
 rank), are each other's transpose, batch along any axis, and keep the dynamics and their gradients free of scatters
 in both forms (XLA's CPU backend runs a scatter as a loop over its indices). `put_rows` is ``x.at[idx].set(v)``
@@ -13,7 +13,7 @@ import pytest
 from jax.test_util import check_grads
 
 import jaxmb
-from jaxmb import rows
+from jaxmb.batching import rows
 from jaxmb.testing import random_model
 
 INDICES = {  # (index array, rows of the other side)

@@ -39,9 +39,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.batching import of_live
+from jaxmb.batching import of_live, take_rows
 from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, hinge_motion, joint_poses
-from jaxmb.rows import take_rows
 from jaxmb.spatial import cross_force, cross_motion, mv, phi, phi_star
 from jaxmb.sweeps import down, up
 

@@ -32,8 +32,7 @@ import jax
 import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
 
-from jaxmb.batching import linear_in_cpu_chunks, live_tangents, of_live, vmap_in_cpu_chunks
-from jaxmb.compilation import eager_jit
+from jaxmb.batching import eager_jit, linear_in_cpu_chunks, live_tangents, of_live, vmap_in_cpu_chunks
 from jaxmb.dynamics import fused
 from jaxmb.dynamics.adjoint import newton_euler_vjp
 from jaxmb.dynamics.inverse import joint_forces

@@ -31,7 +31,7 @@ import numpy as np
 
 from jaxmb.dynamics.articulated import solve_small
 from jaxmb.hinges import hinge_map, joint_poses
-from jaxmb.rows import place_rows, take_rows
+from jaxmb.batching import place_rows, take_rows
 from jaxmb.spatial import Transform, mm, phi, swap
 
 
@@ -48,7 +48,7 @@ class WalkGroup(NamedTuple):
 
 class WalkStep(NamedTuple):
     """Step s: the first ``frames`` walking frames (deepest first) sit at their s-th ancestor, in ``groups``; the
-    frames that move on are reassembled in order by ``place`` (`jaxmb.rows.place_rows`)."""
+    frames that move on are reassembled in order by ``place`` (`jaxmb.batching.rows.place_rows`)."""
 
     frames: int
     groups: tuple

@@ -49,15 +49,12 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.batching import in_cpu_chunks
-from jaxmb.compilation import eager_jit
+from jaxmb.batching import eager_jit, full_precision, in_cpu_chunks, take_rows
 from jaxmb.dynamics.articulated import articulated_body
 from jaxmb.dynamics.factorization import mass_matrix_inverse_from
 from jaxmb.dynamics.inverse import _motion_step
 from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, joint_poses, root_joints_left_out
 from jaxmb.model import check_shapes
-from jaxmb.precision import full_precision
-from jaxmb.rows import take_rows
 from jaxmb.spatial import (
     Transform,
     compose,

@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.compilation import eager_jit
+from jaxmb.batching import eager_jit, take_rows
 from jaxmb.dynamics.articulated import solve_small
 from jaxmb.hinges import (
     base_acceleration,
@@ -48,7 +48,6 @@ from jaxmb.hinges import (
     joint_poses,
 )
 from jaxmb.model import check_shapes
-from jaxmb.rows import take_rows
 from jaxmb.spatial import (
     compose,
     cross_force,

@@ -7,11 +7,9 @@ kinetic energy, and has no spatial momentum, so the momentum functions leave it 
 import jax
 import jax.numpy as jnp
 
-from jaxmb.batching import in_cpu_chunks
-from jaxmb.compilation import eager_jit
+from jaxmb.batching import eager_jit, in_cpu_chunks, take_rows
 from jaxmb.hinges import body_inertias
 from jaxmb.kinematics import body_velocities, forward_kinematics, world_hinges
-from jaxmb.rows import take_rows
 from jaxmb.spatial import kinetic_energy as _body_kinetic_energy
 from jaxmb.spatial import Transform, cross3, dot, mv, phi, phi_congruence, transform_point
 from jaxmb.sweeps import subtree_sums

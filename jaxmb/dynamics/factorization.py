@@ -15,13 +15,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.batching import in_cpu_chunks, live_tangents, of_live, vmap_in_cpu_chunks
-from jaxmb.compilation import eager_jit
+from jaxmb.batching import (
+    eager_jit,
+    full_precision,
+    in_cpu_chunks,
+    live_tangents,
+    of_live,
+    take_rows,
+    vmap_in_cpu_chunks,
+)
 from jaxmb.dynamics.articulated import articulated_inertias, forward_dynamics, solve_factored, solve_small
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.model import check_shapes
-from jaxmb.precision import full_precision
-from jaxmb.rows import take_rows
 from jaxmb.sweeps import ancestor_walk
 
 

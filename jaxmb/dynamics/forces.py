@@ -9,8 +9,7 @@ cross the joint. `jaxmb.body_forces` gives the same forces by a Newton-Euler swe
 
 import jax.numpy as jnp
 
-from jaxmb.batching import in_cpu_chunks
-from jaxmb.compilation import eager_jit
+from jaxmb.batching import eager_jit, in_cpu_chunks
 from jaxmb.dynamics.articulated import articulated_body
 from jaxmb.kinematics import forward_kinematics
 from jaxmb.spatial import mv, phi

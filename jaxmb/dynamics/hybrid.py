@@ -15,8 +15,7 @@ Forces:     f(k) = P+ alpha+ + z+ (eq. 18);   T = H f + armature qdd on every co
 
 import jax.numpy as jnp
 
-from jaxmb.batching import in_cpu_chunks
-from jaxmb.compilation import eager_jit
+from jaxmb.batching import eager_jit, in_cpu_chunks
 from jaxmb.dynamics.articulated import solve_small, velocity_terms
 from jaxmb.hinges import base_acceleration, hinge_motion, hinge_project
 from jaxmb.model import check_shapes

@@ -6,8 +6,7 @@ nothing to the body forces.
 
 import jax.numpy as jnp
 
-from jaxmb.batching import in_cpu_chunks
-from jaxmb.compilation import eager_jit
+from jaxmb.batching import eager_jit, in_cpu_chunks
 from jaxmb.dynamics.adjoint import newton_euler_vjp
 from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, joint_poses
 from jaxmb.model import check_shapes

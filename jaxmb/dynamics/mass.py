@@ -2,11 +2,9 @@
 
 import jax.numpy as jnp
 
-from jaxmb.batching import in_cpu_chunks
-from jaxmb.compilation import computed_once, eager_jit
+from jaxmb.batching import computed_once, eager_jit, in_cpu_chunks, take_rows
 from jaxmb.hinges import body_inertias, hinge_map, joint_poses, root_joints_left_out, rotational_inertias
 from jaxmb.model import check_shapes
-from jaxmb.rows import take_rows
 from jaxmb.spatial import Transform, compose, cross3, mm, mv, phi_congruence, phi_star_inv, skew, swap, transform_point
 from jaxmb.sweeps import down, subtree_sums, up
 

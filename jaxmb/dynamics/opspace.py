@@ -35,14 +35,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.batching import in_cpu_chunks
-from jaxmb.compilation import eager_jit
+from jaxmb.batching import eager_jit, full_precision, in_cpu_chunks
 from jaxmb.dynamics.articulated import articulated_body, articulated_inertias, solve_small
 from jaxmb.dynamics.compliance import compliance, walk_task_columns
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.kinematics import forward_kinematics, frame_poses, jacobian_rows
 from jaxmb.model import check_shapes
-from jaxmb.precision import full_precision
 from jaxmb.spatial import Transform, mm, mv, phi_star, phi_star_congruence
 from jaxmb.sweeps import down
 

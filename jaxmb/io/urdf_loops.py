@@ -90,7 +90,7 @@ import numpy as np
 from jaxmb.configuration import neutral_configuration
 from jaxmb.errors import ModelError
 from jaxmb.io.urdf import _describe, _Reader, parse_robot, read_text
-from jaxmb.precision import full_precision
+from jaxmb.batching import full_precision
 from jaxmb.rotation import rpy_to_matrix
 
 LOOP_TYPES = ("revolute", "planar", "ball", "weld")

@@ -32,7 +32,7 @@ Under `jax.vmap` on the CPU a batch is computed 128 states at a time (`jaxmb.bat
 `linear_in_cpu_chunks` for the derivatives), each chunk by `jax.vmap`: the dense cluster steps keep their batched
 products, and a chunk's arrays stay in the caches (through one `vmap`, 1024 states of the four-bar leg took 3.3 or
 7.3 us/state in two programs that differed in one gather; in chunks 3.1). The batch-last interpreter of the tree's
-sweeps runs these steps 1.5-1.9x slower. The sweeps gather and sum rows (`jaxmb.rows`) where a scatter would be a
+sweeps runs these steps 1.5-1.9x slower. The sweeps gather and sum rows (`jaxmb.batching.rows`) where a scatter would be a
 loop over the batch."""
 
 import jax
@@ -40,14 +40,20 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
-from jaxmb.batching import linear_in_cpu_chunks, live_tangents, of_live, vmap_in_cpu_chunks
-from jaxmb.compilation import eager_jit
+from jaxmb.batching import (
+    eager_jit,
+    full_precision,
+    linear_in_cpu_chunks,
+    live_tangents,
+    of_live,
+    put_rows,
+    sum_rows,
+    vmap_in_cpu_chunks,
+)
 from jaxmb.dynamics.articulated import solve_small, velocity_terms
 from jaxmb.hinges import base_acceleration
 from jaxmb.loops.dynamics import inverse_dynamics
 from jaxmb.loops.embedding import embedding
-from jaxmb.precision import full_precision
-from jaxmb.rows import put_rows, sum_rows
 from jaxmb.spatial import Transform, compose, inverse, phi_matrix
 from jaxmb.sweeps import down
 

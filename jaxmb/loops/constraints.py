@@ -22,8 +22,7 @@ import numpy as np
 
 from jaxmb.errors import ModelError
 from jaxmb.joints import KINDS
-from jaxmb.precision import full_precision
-from jaxmb.rows import put_rows, sum_rows, take_rows
+from jaxmb.batching import full_precision, put_rows, sum_rows, take_rows
 from jaxmb.spatial import Transform, compose, cross3, cross_motion, mm, mv, skew, swap
 
 CLOSURES = {"revolute": 5, "planar": 2, "ball": 3, "weld": 6}

@@ -19,12 +19,11 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import cho_factor, cho_solve
 
-from jaxmb.compilation import eager_jit
+from jaxmb.batching import eager_jit, full_precision
 from jaxmb.dynamics.inverse import bias_forces as tree_bias_forces
 from jaxmb.dynamics.inverse import body_forces as tree_body_forces
 from jaxmb.dynamics.inverse import inverse_dynamics as tree_inverse_dynamics
 from jaxmb.kinematics import forward_kinematics, frame_poses
-from jaxmb.precision import full_precision
 from jaxmb.spatial import Transform, compose, cross3, inverse, phi, skew
 from jaxmb.dynamics.mass import mass_matrix as tree_mass_matrix
 from jaxmb.loops.embedding import (

@@ -15,10 +15,8 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.compilation import eager_jit
+from jaxmb.batching import eager_jit, full_precision, place_rows, put_rows, take_rows
 from jaxmb.loops.constraints import stacked_jacobian
-from jaxmb.precision import full_precision
-from jaxmb.rows import place_rows, put_rows, take_rows
 from jaxmb.spatial import inverse3, mm, mv, swap
 
 

@@ -9,11 +9,10 @@ O(m N) for bounded clusters and no ``M_y`` is formed.
 import jax
 import jax.numpy as jnp
 
-from jaxmb.compilation import eager_jit
+from jaxmb.batching import eager_jit, full_precision
 from jaxmb.kinematics import jacobian
 from jaxmb.loops.articulated import forward_dynamics
 from jaxmb.loops.embedding import embedding_matrix
-from jaxmb.precision import full_precision
 
 
 @eager_jit(static_argnames=("frames", "reference"))

@@ -13,11 +13,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.compilation import eager_jit
+from jaxmb.batching import eager_jit, full_precision
 from jaxmb.configuration import integrate as tree_integrate
 from jaxmb.configuration import neutral_configuration
 from jaxmb.loops.embedding import constrained_jacobian, constraint_residual, spanning_velocity
-from jaxmb.precision import full_precision
 
 
 class LoopConfiguration(NamedTuple):

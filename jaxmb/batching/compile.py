@@ -4,7 +4,7 @@ XLA's CPU backend emits each fused loop either through its MLIR *fusion emitters
 through its older direct LLVM emitter. On jaxmb's sweeps the older emitter compiles 1.5-2x faster and runs as fast
 or faster: the talos ABA at batch 4096 in float32 compiles in ~4.2 s instead of ~6.6 s, its gradient in ~16 s
 instead of ~26 s, the RNEA and CRBA in half the time (benchmarks/README.md, "Compile time"). Its loops over the
-batch (`jaxmb.batch_last`) are vectorized 256 bits wide by default; 512 bits wide, the talos ABA ran 15-20 %
+batch (`jaxmb.batching.batch_last`) are vectorized 256 bits wide by default; 512 bits wide, the talos ABA ran 15-20 %
 faster in float32 and in float64, and as much on the same CPU held to AVX2, whose 256-bit registers then take
 each vector in two halves (benchmarks/README.md, "512-bit vectors, and outputs moved once"). The options are
 handed to `jax.jit` as ``compiler_options``, so they apply to that one program and never change the process's
@@ -25,10 +25,7 @@ import inspect
 import jax
 import numpy as np
 
-try:
-    from jax._src.core import trace_state_clean as _trace_state_clean
-except ImportError:  # a JAX without it: every call runs as written (op by op when eager), never wrongly compiled
-    _trace_state_clean = None
+from jaxmb.batching import internals
 
 
 def computed_once(x):
@@ -78,11 +75,6 @@ def jit(fun=None, **jit_kwargs):
     return jax.jit(fun, compiler_options=options or None, **jit_kwargs)
 
 
-def _outside_transformations():
-    """Whether JAX traces nothing now: no ``jit``, ``vmap``, ``grad`` or ``scan`` is under way."""
-    return _trace_state_clean is not None and _trace_state_clean()
-
-
 def _hashable(value):
     """A static argument as a hashable value: lists and numpy arrays as tuples (frames, axes)."""
     if isinstance(value, np.ndarray):
@@ -108,7 +100,7 @@ def eager_jit(fun=None, *, static_argnames=()):
 
     @functools.wraps(fun)
     def call(*args, **kwargs):
-        if not _outside_transformations():
+        if not internals.outside_transformations():
             return fun(*args, **kwargs)
         bound = signature.bind(*args, **kwargs)  # every argument by position: jit caches by how each was passed
         bound.apply_defaults()

@@ -9,7 +9,7 @@ hand-written batched dynamics, without one array per entry (benchmarks/README.md
 The interpreter walks the jaxpr once and emits each equation for batch-last operands:
 
 * elementwise primitives, `broadcast_in_dim`, `reshape`, `concatenate`, `pad`, `select_n`, `stack`, slices,
-  transposes, reductions, `split`, `squeeze` and `jaxmb.rows` act on the leading axes and leave the batch last
+  transposes, reductions, `split`, `squeeze` and `jaxmb.batching.rows` act on the leading axes and leave the batch last
   (an operand shared by all states is broadcast where a batched one meets it);
 * `jaxmb.spatial`'s products become sums of products of slices over the leading axes;
 * in float32, ``sin``, ``cos`` and ``tan`` end in a division by an exact one, so that XLA computes them once
@@ -19,44 +19,21 @@ The interpreter walks the jaxpr once and emits each equation for batch-last oper
 * any other primitive goes through `jax.vmap` with the batch moved last again (`gather` on ``q``, for example).
 
 An equation none of whose operands depends on the batch is emitted once, unbatched, and one that no output
-depends on is not emitted (`_live`). What an equation becomes carries its source line and name scope
-(`_source_of`), so XLA dumps and profiles of a batch-last program name jaxmb's lines (benchmarks/README.md, "Where
+depends on is not emitted (`internals.without_dead_code`). What an equation becomes carries its source line and name scope
+(`internals.source_context`), so XLA dumps and profiles of a batch-last program name jaxmb's lines (benchmarks/README.md, "Where
 the compile time goes"). Derivatives of the result are those of the operations emitted, and the same as of
 ``jax.vmap`` of the jaxpr.
 """
 
-import contextlib
 import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend import core
-from jax.interpreters import batching
 
-from jaxmb.compilation import computed_once
-
-try:
-    from jax._src import source_info_util as _source_info
-except ImportError:  # a JAX without it: what the interpreter emits is named after the interpreter
-    _source_info = None
-try:
-    from jax._src.interpreters.partial_eval import dce_jaxpr as _dce_jaxpr
-except ImportError:  # a JAX without it: dead equations are emitted too, and XLA removes them
-    _dce_jaxpr = None
-
-_ELEMENTWISE_BATCHERS = ("broadcast_batcher", "vectorized_batcher")
-
-
-def _is_elementwise(p):
-    rule = batching.fancy_primitive_batchers.get(p)
-    if rule is None:
-        try:
-            rule = batching.primitive_batchers[p]
-        except KeyError:
-            return False
-    return isinstance(rule, functools.partial) and rule.func.__name__ in _ELEMENTWISE_BATCHERS
+from jaxmb.batching import internals
+from jaxmb.batching.compile import computed_once
 
 
 def _spread(x, size):
@@ -103,7 +80,7 @@ _PRODUCTS = {"jaxmb_mm": _mm, "jaxmb_mv": _mv, "jaxmb_dot": _dot}
 _RECOMPUTED = ("sin", "cos", "tan")
 """Transcendentals that XLA's CPU fusion counts as cheap and so recomputes in every consumer, once per element of a
 broadcast: the joint rotations ``1 + sin a~ + (1 - cos) a~ a~`` evaluated sine and cosine once per entry of each
-3x3 matrix. In float32 each is emitted ending in a division by an exact one (`jaxmb.compilation.computed_once`),
+3x3 matrix. In float32 each is emitted ending in a division by an exact one (`jaxmb.batching.compile.computed_once`),
 and XLA does not fuse a division into a consumer that reuses its elements: computed once per state, the ABA ran
 1.20x faster on talos, 1.24x on panda, 1.74x on a 128-body binary tree, the CRBA 1.11-1.22x (2-core CPU,
 benchmarks/README.md "Computed once"). In float64, in chunks of 32 states, the same made the talos ABA 6 % slower
@@ -139,7 +116,7 @@ def _batched_rule(eqn, vals, batched, size):
         return [_PRODUCTS[name](*_all_batched(vals, batched, size))]
     if name in _RECOMPUTED and vals[0].dtype == np.float32:
         return [computed_once(p.bind(*vals, **params))]
-    if _is_elementwise(p) or name == "select_n":
+    if internals.is_elementwise(p) or name == "select_n":
         shape = eqn.outvars[0].aval.shape
         return _listed(p, p.bind(*[_to_shape(v, b, shape, size) for v, b in zip(vals, batched)], **params))
     (x, *rest), (bx, *brest) = vals, batched
@@ -178,7 +155,7 @@ def _by_vmap(p, params, vals, batched, size):
 def _flags(jaxpr, batched):
     """Which outputs of ``jaxpr`` (a Jaxpr) `_interpret` returns batched, given which inputs are."""
     env = dict(zip(jaxpr.invars, batched))
-    read = lambda v: env.get(v, False) if isinstance(v, core.Var) else False  # noqa: E731
+    read = lambda v: env.get(v, False) if isinstance(v, internals.Var) else False  # noqa: E731
     for eqn in jaxpr.eqns:
         ins = [read(v) for v in eqn.invars]
         name = eqn.primitive.name
@@ -236,22 +213,13 @@ def _scan(vals, batched, size, params):
     return list(carry) + list(ys), flags
 
 
-def _source_of(eqn):
-    """The context in which what ``eqn`` becomes is emitted under its own source line and name scope, as
-    `jax.core.eval_jaxpr` does: XLA dumps and profiles then name jaxmb's lines instead of this interpreter's."""
-    if _source_info is None:
-        return contextlib.nullcontext()
-    name_stack = _source_info.current_name_stack() + eqn.source_info.name_stack
-    return _source_info.user_context(eqn.source_info.traceback, name_stack=name_stack)
-
-
 def _interpret(closed, vals, batched, size):
     """``(outs, outs_batched)`` of the closed jaxpr ``closed`` at ``vals``, batched ones with the batch last."""
     jaxpr = closed.jaxpr
     env = {}
 
     def read(v):
-        return (v.val, False) if isinstance(v, core.Literal) else env[v]
+        return (v.val, False) if isinstance(v, internals.Literal) else env[v]
 
     for var, c in zip(jaxpr.constvars, closed.consts):
         env[var] = (c, False)
@@ -259,7 +227,7 @@ def _interpret(closed, vals, batched, size):
         env[var] = (x, b)
     for eqn in jaxpr.eqns:
         ins, ins_b = zip(*map(read, eqn.invars)) if eqn.invars else ((), ())
-        with _source_of(eqn):
+        with internals.source_context(eqn):
             if any(ins_b):
                 outs, outs_b = _rule(eqn, list(ins), list(ins_b), size)
             else:
@@ -268,17 +236,6 @@ def _interpret(closed, vals, batched, size):
         for var, out, b in zip(eqn.outvars, outs, outs_b):
             env[var] = (out, b)
     return [read(v)[0] for v in jaxpr.outvars], [read(v)[1] for v in jaxpr.outvars]
-
-
-def _live(closed):
-    """``closed`` without the equations that no output depends on, in scan bodies too: the articulated-body sweep
-    of `jaxmb.dynamics.articulated`, say, computes factors that forward dynamics does not return. XLA would remove
-    what they become, but only after they were interpreted, traced and lowered (benchmarks/README.md, "Where the
-    compile time goes")."""
-    if _dce_jaxpr is None:
-        return closed
-    jaxpr, _ = _dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars), instantiate=True)
-    return core.ClosedJaxpr(jaxpr, closed.consts)
 
 
 def vmap_batch_last(closed, in_batched, axis_size, moved=False):
@@ -295,7 +252,7 @@ def vmap_batch_last(closed, in_batched, axis_size, moved=False):
         (its last axis when ``moved``).
     """
 
-    closed = _live(closed)
+    closed = internals.without_dead_code(closed)
 
     def batched(*args):
         if not moved:

@@ -6,7 +6,7 @@ and `chunked_vmap` for any function. The closed loops' forward dynamics is batch
 
 Under `jax.vmap` a batch of 6x6 inertias is (B, 6, 6), and the unrolled small products of the sweeps read and write
 rows of 3 or 6 numbers, which XLA's CPU loops do not vectorize. Held as (6, 6, B), every operand of a product is a
-run of B contiguous numbers (`jaxmb.batch_last`). Such vector loops run best on chunks of about `CHUNK_STATES`
+run of B contiguous numbers (`jaxmb.batching.batch_last`). Such vector loops run best on chunks of about `CHUNK_STATES`
 states, whose arrays stay in the core's caches from one loop to the next; the batch is mapped over chunks by a
 `jax.lax.map`. On the 2-core CPU the talos ABA at batch 4096 (float32) runs at 7 against 12 us/state through one
 `vmap` in chunks of 1024, a 128-body chain at 14 against 41 (benchmarks/README.md, "Batch last"). Chunks also keep
@@ -21,14 +21,12 @@ batching rules map both the map and its transpose in chunks (`linear_in_cpu_chun
 import functools
 
 import jax
-import jax.extend
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
 from jax.custom_derivatives import SymbolicZero
-from jax.extend.core import Primitive
-from jax.interpreters import ad, batching, mlir
 
-from jaxmb.batch_last import vmap_batch_last
+from jaxmb.batching import internals
+from jaxmb.batching.batch_last import vmap_batch_last
 
 CHUNK_STATES = 128
 """The most states in one batch-last chunk on the CPU, in float32. On the 2-core development CPU (AMD EPYC) the ABA
@@ -146,10 +144,10 @@ def _map_in_chunks(closed, axis_size, in_batched, leaves, batch_last=True):
     """The closed jaxpr ``closed`` of one state over a batch of ``axis_size`` states, the leaves flagged in
     ``in_batched`` carrying it as their leading axis. On the CPU the batch is padded to equal chunks (`_chunks`) by
     repeating its last state, mapped by `jax.lax.map`, each chunk computed with the batch last
-    (`jaxmb.batch_last.vmap_batch_last`, chunks of at most `CHUNK_STATES` states, `CHUNK_STATES_FLOAT64` in
+    (`jaxmb.batching.batch_last.vmap_batch_last`, chunks of at most `CHUNK_STATES` states, `CHUNK_STATES_FLOAT64` in
     float64) or, without ``batch_last``, by `jax.vmap` (chunks of `CHUNK_STATES_VMAP`), and cut back; other backends,
     and an empty batch, get one `jax.vmap`. Every output is batched."""
-    call = jax.extend.core.jaxpr_as_fun(closed)
+    call = internals.jaxpr_as_fun(closed)
     axes = [0 if b else None for b in in_batched]
     if jax.default_backend() != "cpu" or axis_size == 0:
         return jax.vmap(call, in_axes=axes, axis_size=axis_size)(*leaves)
@@ -187,7 +185,7 @@ def vmap_in_cpu_chunks(fun, batch_last=True, batched=None):
 
     Args:
         fun: a function of one state; its arguments are pytrees of arrays.
-        batch_last: compute each chunk with the batch last (`jaxmb.batch_last`), else by `jax.vmap`: for functions
+        batch_last: compute each chunk with the batch last (`jaxmb.batching.batch_last`), else by `jax.vmap`: for functions
             of dense matrices and solves, which the batch-last interpreter does not make faster (the closed loops).
         batched: ``batched(axis_size, flags, *args)``, ``fun``'s own batched form, tried first: ``flags`` has the
             structure of ``args`` with True on each batched leaf, the batched leaves carry the batch as their
@@ -198,7 +196,7 @@ def vmap_in_cpu_chunks(fun, batch_last=True, batched=None):
     def batched_in_chunks(*args):
         leaves, tree = jax.tree.flatten(args)
         closed, out_shape = jax.make_jaxpr(lambda *xs: fun(*jax.tree.unflatten(tree, xs)), return_shape=True)(*leaves)
-        call = jax.extend.core.jaxpr_as_fun(closed)
+        call = internals.jaxpr_as_fun(closed)
         chunked = custom_vmap(call)
 
         @chunked.def_vmap
@@ -257,11 +255,15 @@ def in_cpu_chunks(fun, vjp=None, batch_last=True):
 
 # -- linear maps batched in chunks, with their transposes: the derivatives of the chunked functions --
 
-linear_p = Primitive("jaxmb_linear_in_cpu_chunks")
+def _linear_impl(*args, jaxpr, **_):
+    return internals.jaxpr_as_fun(jaxpr)(*args)
+
+
+linear_p = internals.primitive("jaxmb_linear_in_cpu_chunks", _linear_impl, lambda *_, jaxpr, **__: jaxpr.out_avals,
+                               multiple_results=True)
 """``linear_p.bind(*res, *lin, jaxpr, transpose, n_res, batch_last)``: the closed ``jaxpr`` of one call, linear in
 its arguments after the first ``n_res`` (the residuals). ``transpose()`` gives the closed jaxpr of its transpose, a
 function of ``(*res, *cotangents)``; ``batch_last`` is `_map_in_chunks`'s, for its batching rule."""
-linear_p.multiple_results = True
 
 
 def linear_in_cpu_chunks(fun, fun_t, res, lin, batch_last=True):
@@ -313,10 +315,6 @@ def _avals(xs):
     return [jax.ShapeDtypeStruct(jnp.shape(x), x.dtype) for x in xs]
 
 
-def _linear_impl(*args, jaxpr, **_):
-    return jax.extend.core.jaxpr_as_fun(jaxpr)(*args)
-
-
 def _linear_jvp(primals, tangents, *, jaxpr, transpose, n_res, batch_last):
     """Linear in ``lin``: ``d fun = fun(res, d lin) + (d fun / d res) d res``, the second term (of second and
     higher derivatives) by plain autodiff of the jaxpr."""
@@ -324,13 +322,13 @@ def _linear_jvp(primals, tangents, *, jaxpr, transpose, n_res, batch_last):
     y = linear_p.bind(*primals, **params)
     res, lin = primals[:n_res], primals[n_res:]
     res_dot, lin_dot = tangents[:n_res], tangents[n_res:]
-    if all(type(t) is ad.Zero for t in lin_dot):
+    if all(type(t) is internals.Zero for t in lin_dot):
         dy = [jnp.zeros(a.shape, a.dtype) for a in jaxpr.out_avals]
     else:
-        dy = linear_p.bind(*res, *map(ad.instantiate_zeros, lin_dot), **params)
+        dy = linear_p.bind(*res, *map(internals.instantiate_zeros, lin_dot), **params)
     live = [i for i, t in enumerate(res_dot) if type(t) is not ad.Zero]
     if live:
-        call = jax.extend.core.jaxpr_as_fun(jaxpr)
+        call = internals.jaxpr_as_fun(jaxpr)
         _, dy_res = jax.jvp(*of_live(lambda *res: call(*res, *lin), tuple(res), live), [res_dot[i] for i in live])
         dy = [a + b for a, b in zip(dy, dy_res)]
     return y, dy
@@ -338,12 +336,12 @@ def _linear_jvp(primals, tangents, *, jaxpr, transpose, n_res, batch_last):
 
 def _linear_transpose(cts, *args, jaxpr, transpose, n_res, batch_last):
     res, lin = args[:n_res], args[n_res:]
-    if any(ad.is_undefined_primal(x) for x in res):
+    if any(internals.is_undefined_primal(x) for x in res):
         raise ValueError("linear_in_cpu_chunks: transposed in a residual argument, in which it is not linear")
-    cts = [ad.instantiate_zeros(ct) if type(ct) is ad.Zero else ct for ct in cts]
+    cts = [internals.instantiate_zeros(ct) if type(ct) is internals.Zero else ct for ct in cts]
     lin_cts = linear_p.bind(*res, *cts, jaxpr=transpose(), transpose=lambda: jaxpr, n_res=n_res,
                             batch_last=batch_last)
-    return [None] * n_res + [ct if ad.is_undefined_primal(x) else None for x, ct in zip(lin, lin_cts)]
+    return [None] * n_res + [ct if internals.is_undefined_primal(x) else None for x, ct in zip(lin, lin_cts)]
 
 
 def _linear_batch(args, dims, *, jaxpr, transpose, n_res, batch_last):
@@ -371,9 +369,6 @@ def _linear_batch(args, dims, *, jaxpr, transpose, n_res, batch_last):
     return out, [0] * len(out)
 
 
-linear_p.def_impl(_linear_impl)
-linear_p.def_abstract_eval(lambda *_, jaxpr, **__: jaxpr.out_avals)
-mlir.register_lowering(linear_p, mlir.lower_fun(_linear_impl, multiple_results=True))
-ad.primitive_jvps[linear_p] = _linear_jvp
-ad.primitive_transposes[linear_p] = _linear_transpose
-batching.primitive_batchers[linear_p] = _linear_batch
+internals.jvp_rule(linear_p, _linear_jvp)
+internals.transpose_rule(linear_p, _linear_transpose)
+internals.batching_rule(linear_p, _linear_batch)

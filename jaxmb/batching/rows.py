@@ -31,8 +31,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.extend.core import Primitive
-from jax.interpreters import ad, batching, mlir
+from jaxmb.batching import internals
 
 
 GPU_FORM_ON_CPU = False
@@ -116,28 +115,14 @@ def _shape(x, axis, rows):
     return x.shape[:axis] + (rows,) + x.shape[axis + 1 :]
 
 
-take_p = Primitive("jaxmb_take_rows")
-sum_p = Primitive("jaxmb_sum_rows")
-take_p.def_impl(_take_impl)
-sum_p.def_impl(_sum_impl)
-take_p.def_abstract_eval(lambda x, *, idx, n, axis: jax.core.ShapedArray(_shape(x, axis, len(idx)), x.dtype))
-sum_p.def_abstract_eval(lambda x, *, idx, n, axis: jax.core.ShapedArray(_shape(x, axis, n), x.dtype))
-mlir.register_lowering(take_p, mlir.lower_fun(_take_impl, multiple_results=False))
-mlir.register_lowering(sum_p, mlir.lower_fun(_sum_impl, multiple_results=False))
-
-
-def _lower_take_cpu(ctx, x, **params):
-    return mlir.lower_fun(partial(_take_impl, slices=GPU_FORM_ON_CPU), False)(ctx, x, **params)
-
-
-def _lower_sum_cpu(ctx, x, **params):
-    return mlir.lower_fun(_sum_impl if GPU_FORM_ON_CPU else _sum_by_count_impl, False)(ctx, x, **params)
-
-
-mlir.register_lowering(take_p, _lower_take_cpu, "cpu")
-mlir.register_lowering(sum_p, _lower_sum_cpu, "cpu")
-ad.deflinear(take_p, lambda ct, *, idx, n, axis: [sum_p.bind(ct, idx=idx, n=n, axis=axis)])
-ad.deflinear(sum_p, lambda ct, *, idx, n, axis: [take_p.bind(ct, idx=idx, n=n, axis=axis)])
+take_p = internals.primitive(
+    "jaxmb_take_rows", _take_impl, lambda x, *, idx, n, axis: jax.ShapeDtypeStruct(_shape(x, axis, len(idx)), x.dtype),
+    cpu=lambda x, **params: _take_impl(x, slices=GPU_FORM_ON_CPU, **params))
+sum_p = internals.primitive(
+    "jaxmb_sum_rows", _sum_impl, lambda x, *, idx, n, axis: jax.ShapeDtypeStruct(_shape(x, axis, n), x.dtype),
+    cpu=lambda x, **params: (_sum_impl if GPU_FORM_ON_CPU else _sum_by_count_impl)(x, **params))
+internals.linear(take_p, lambda ct, *, idx, n, axis: [sum_p.bind(ct, idx=idx, n=n, axis=axis)])
+internals.linear(sum_p, lambda ct, *, idx, n, axis: [take_p.bind(ct, idx=idx, n=n, axis=axis)])
 
 
 def _batch(p, args, dims, *, idx, n, axis):
@@ -145,8 +130,8 @@ def _batch(p, args, dims, *, idx, n, axis):
     return p.bind(x, idx=idx, n=n, axis=axis + (d <= axis)), d
 
 
-batching.primitive_batchers[take_p] = partial(_batch, take_p)
-batching.primitive_batchers[sum_p] = partial(_batch, sum_p)
+internals.batching_rule(take_p, partial(_batch, take_p))
+internals.batching_rule(sum_p, partial(_batch, sum_p))
 
 
 def _static(idx):

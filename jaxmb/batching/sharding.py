@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from jaxmb.batching import batch_axes, padded_with_last
+from jaxmb.batching.chunks import batch_axes, padded_with_last
 
 AXIS = "states"
 """The name of the device mesh's one axis, along which the batch is split."""
