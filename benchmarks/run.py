@@ -1,25 +1,33 @@
-"""The whole benchmark suite in one command: every script, one results file, the README table regenerated.
+"""The whole benchmark suite in one command: every script, one results file, the tables of both READMEs regenerated.
 
-    python benchmarks/run.py --quick                 # 9.6 minutes on the 2-core CPU (loops.py: 3)
+    python benchmarks/run.py --quick                 # about 10 minutes on a 2-core CPU
     python benchmarks/run.py --device gpu --large    # on a GPU machine: the full grids, batches up to 262144
     python benchmarks/run.py --tiny                  # seconds; proves the entry point works (run by the tests)
     python benchmarks/run.py --device gpu --quick --only loops,derivatives   # part of a suite, merged into the day's file
+    python benchmarks/run.py --tables                # run nothing: regenerate every table from results/*.json
+    python benchmarks/run.py --readme-from FILE      # run nothing: the tables of one saved suite file
 
 Runs `dynamics.py`, `operators.py`, `opspace.py`, `derivatives.py`, `chains.py`, `loops.py`, `fused.py` (on a GPU;
 elsewhere it measures nothing) and, where MuJoCo MJX and
 jaxsim are installed (jaxsim with sdformat's ``gz`` or ``ign`` on PATH), `mjx_peer.py` and `jaxsim_peer.py`, each in
 its own process (one compile cache each, as a user's first call sees it), with the same backend. Each writes its
 own ``results/<script>-<backend>-<cores>core.json`` and plot; this script then gathers them into
-``results/<backend>-<cores>core-<date>.json`` with the machine, and rewrites that backend's table in README.md
-(between the ``benchmarks:<backend>:begin`` and ``benchmarks:<backend>:end`` markers) with the headline figures.
-``--readme-from FILE`` rewrites the table from a saved suite file instead of running anything.
+``results/<backend>-<cores>core-<date>.json`` with the machine (a *suite file*) and regenerates the tables:
 
-``--tiny`` runs every script on a tiny configuration into a temporary folder and leaves the committed results
-and README.md alone.
+* in the top-level README.md, between the ``benchmarks:<backend>:begin`` and ``benchmarks:<backend>:end`` markers,
+  a few headline rows of that backend's latest suite file (`summary`), with the machine named;
+* in benchmarks/README.md, between the same markers, every headline row of that suite file (`table`), and between
+  ``results:<stem>:begin`` / ``results:<stem>:end`` markers the table of the per-script file
+  ``results/<stem>.json`` (`script_table`).
+
+``--tables`` regenerates all of them from the committed results files; ``--readme-from FILE`` writes the tables of one
+saved suite file's backend (one fetched from a GPU machine, say). ``--tiny`` runs every script on a tiny
+configuration into a temporary folder and leaves the committed results and both READMEs alone.
 """
 
 import argparse
 import datetime
+import re
 import json
 import os
 import shutil
@@ -29,12 +37,19 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).parent
-README = HERE.parent / "README.md"
+README = HERE.parent / "README.md"  # the headline rows of each backend (`summary`)
+BENCHMARKS_README = HERE / "README.md"  # every headline row (`table`) and the per-script tables (`script_table`)
+RESULTS = HERE / "results"
 
 
 def markers(backend):
     """The README's markers around the table of one backend's latest run (one table per backend)."""
     return f"<!-- benchmarks:{backend}:begin -->", f"<!-- benchmarks:{backend}:end -->"
+
+
+def script_markers(stem):
+    """benchmarks/README.md's markers around the table of one per-script results file, ``results/<stem>.json``."""
+    return f"<!-- results:{stem}:begin -->", f"<!-- results:{stem}:end -->"
 
 
 # script -> arguments for --tiny, --quick and the full suite
@@ -280,7 +295,7 @@ def table(suite):
              f"jax {m.get('jax', '?')}). Ratios are jaxmb's speed over the peer's, both measured in the same run "
              "(above 1: jaxmb is faster).", ""]
     if suite.get("note"):  # a document gathered from more than one run says which rows come from which
-        lines += [suite["note"], ""]
+        lines += [GATHERED, ""]
     lines += ["| figure | jaxmb | against the peer |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in headline(suite)]
     failed = [n for n, s in suite["scripts"].items() if s["exit"]]
@@ -289,37 +304,248 @@ def table(suite):
     return "\n".join(lines + ["", end])
 
 
+GATHERED = ("This suite file gathers rows from more than one run on this kind of machine; its `note` says which "
+            "row comes from which. A peer's figure is always from the same run as the jaxmb figure it divides.")
+
+
+def _rate(states_per_s):
+    """``3.40e5`` for 340 000 states per second."""
+    mantissa, exponent = f"{states_per_s:.2e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _largest(rows, **match):
+    """The row of largest batch among those whose fields equal ``match``; None if there is none."""
+    rows = [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+    return max(rows, key=lambda r: r["batch"]) if rows else None
+
+
+def _summary_rows(suite):
+    """A handful of headline rows (figure, jaxmb, against the peer) for the top-level README: the forward and
+    inverse dynamics against Pinocchio's parallel calls, the gradient's cost, MJX and jaxsim, the GPU kernels."""
+    def results(name):
+        return ((suite["scripts"].get(name) or {}).get("results") or {}).get("results", [])
+
+    rows = []
+    dynamics = results("dynamics")
+    for algorithm, label, peer in (("aba", "Forward dynamics (ABA)", "`abaInParallel`"),
+                                   ("rnea", "Inverse dynamics (RNEA)", "`rneaInParallel`")):
+        r = _largest(dynamics, algorithm=algorithm, dtype="float32") or _largest(dynamics, algorithm=algorithm)
+        if r:
+            jaxmb, against = f"{_rate(r['states_per_s'])} states/s", f"{_fmt(r['ratio_vs_pinocchio'], 'x')} Pinocchio {peer}"
+            if "devices" in r:
+                jaxmb += f"; {_rate(r['sharded_states_per_s'])} split over {r['devices']} CPU devices"
+                against += f"; {_fmt(r.get('sharded_ratio_vs_pinocchio'), 'x')} split"
+            rows.append((f"{label}, {r['robot']} {r['dtype']}, batch {r['batch']}", jaxmb, against))
+    grads = [r for r in dynamics if r["algorithm"] == "grad_aba"]
+    r = next((g for g in grads if g["dtype"] == "float32"), grads[0] if grads else None)
+    if r:
+        rows.append((f"Gradient of the forward dynamics, {r['robot']} {r['dtype']}, batch {r['batch']}",
+                     f"{_fmt(r['cost_vs_forward'], 'x')} the cost of a forward call", "-"))
+    for name, peer, key in (("mjx_peer", "MJX `forward`", "mjx"), ("jaxsim_peer", "jaxsim `forward_dynamics_aba`",
+                                                                  "jaxsim")):
+        r = _largest(results(name))
+        if r:
+            rows.append((f"Forward dynamics against {peer}, {r['robot']} {r['dtype']}, batch {r['batch']}",
+                         f"{_rate(r['jaxmb_states_per_s'])} states/s", f"{_fmt(r[f'ratio_jaxmb_vs_{key}'], 'x')} {peer}"))
+    fused = [r for r in results("fused") if r["dtype"] == "float32" and r["floating_base"]]
+    if fused:
+        r = max(fused, key=lambda r: r["fused_states_per_s"])
+        rows.append((f"Forward dynamics by the fused GPU kernels, {r['robot']} free base {r['dtype']}, batch {r['batch']}",
+                     f"{_rate(r['fused_states_per_s'])} states/s",
+                     f"{_fmt(r['ratio_fused_vs_sweeps'], 'x')} the level-scheduled sweeps on the same GPU"))
+    return rows
+
+
+def machine_words(m):
+    """The machine a suite ran on, in words: the GPU, or the CPU and its cores."""
+    if m.get("backend") == "gpu":
+        return (f"one {m.get('device', 'GPU')}, with Pinocchio on the host's {m.get('cores', '?')} cores "
+                f"({m.get('cpu', '?')}); jax {m.get('jax', '?')}")
+    return f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores; jax {m.get('jax', '?')}"
+
+
+def summary(suite):
+    """The top-level README's block of one backend: the machine and a handful of headline rows. No date and no
+    time per state, only throughputs and ratios: the block names the machine the figures hold for."""
+    m = suite.get("machine") or {}
+    begin, end = markers(m.get("backend"))
+    lines = [begin, "", f"**{str(m.get('backend', '?')).upper()}**: {machine_words(m)}; `benchmarks/run.py "
+             f"--{suite['mode']}`. Ratios are jaxmb's speed over the peer's, measured in the same run (above 1: "
+             "jaxmb is faster)." + (" Rows gathered from more than one run on this kind of machine." if
+                                    suite.get("note") else ""), "",
+             "| figure | jaxmb | against the peer |", "|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in _summary_rows(suite)]
+    return "\n".join(lines + ["", end])
+
+
+def _dynamics_grid(res):
+    """Ratios to Pinocchio at each robot's largest batch: one row per algorithm and way of batching."""
+    rows_in = res.get("results", [])
+    columns = sorted({(r["robot"], r["dtype"]) for r in rows_in}, key=lambda c: (c[0] != "panda", c[0], c[1]))
+    label = {"aba": "ABA", "rnea": "RNEA", "crba": "CRBA (to its loop)"}
+    lines = ["| ratio to Pinocchio | " + " | ".join(f"{robot} f{dtype[-2:]}" for robot, dtype in columns) + " |",
+             "|---|" + "---|" * len(columns)]
+
+    def cells(fmt):
+        return " | ".join(fmt(robot, dtype) for robot, dtype in columns)
+
+    for algorithm in ("aba", "rnea", "crba"):
+        def at(robot, dtype):
+            return _largest(rows_in, algorithm=algorithm, robot=robot, dtype=dtype) or {}
+
+        def one(robot, dtype):
+            r = at(robot, dtype)
+            if not r:
+                return "-"
+            return _fmt(r["ratio_vs_pinocchio"]) + (f" ({_fmt(r['chunked_ratio_vs_pinocchio'])})"
+                                                    if "chunked_ratio_vs_pinocchio" in r else "")
+
+        batch = max((at(*c).get("batch", 0) for c in columns), default=0)
+        lines.append(f"| {label[algorithm]}, one device, batch {batch} | {cells(one)} |")
+        if any("devices" in at(*c) for c in columns):
+            lines.append(f"| {label[algorithm]}, split over the cores | "
+                         f"{cells(lambda robot, dtype: _fmt(at(robot, dtype).get('sharded_ratio_vs_pinocchio')))} |")
+    for key, text in (("temp_bytes", "ABA scratch memory per call"), ("compile_s", "ABA compile time")):
+        def value(robot, dtype):
+            r = _largest(rows_in, algorithm="aba", robot=robot, dtype=dtype) or {}
+            if key not in r:
+                return "-"
+            return f"{r[key] / 1e6:.1f} MB" if key == "temp_bytes" else f"{r[key]:.1f} s"
+        lines.append(f"| {text} | {cells(value)} |")
+
+    def grad(robot, dtype):
+        r = next((g for g in rows_in if (g["algorithm"], g["robot"], g["dtype"]) == ("grad_aba", robot, dtype)), None)
+        if not r:
+            return "-"
+        return _fmt(r["cost_vs_forward"], "x") + (f" ({_fmt(r['chunked_cost_vs_forward'], 'x')})"
+                                                  if "chunked_cost_vs_forward" in r else "")
+    lines.append(f"| grad(ABA) / ABA | {cells(grad)} |")
+    return lines
+
+
+def _fused_table(res):
+    lines = ["| base, dtype, batch | fused kernels | sweeps | gain | compile (kernels / sweeps) | difference |",
+             "|---|---|---|---|---|---|"]
+    for r in res.get("results", []):
+        lines.append(f"| {'free' if r['floating_base'] else 'fixed'}, {r['dtype']}, {r['batch']} | "
+                     f"{_rate(r['fused_states_per_s'])} states/s | {_rate(r['sweeps_states_per_s'])} | "
+                     f"{_fmt(r['ratio_fused_vs_sweeps'], 'x')} | {r['fused_compile_s']:.1f} / {r['sweeps_compile_s']:.1f} s"
+                     f" | {r['relative_error']:.1e} |")
+    return lines
+
+
+def _loops_table(res):
+    lines = [f"| mechanism (float64, batch {res.get('batch')}) | clusters | embedded us/state | gradient / forward | "
+             "projected | Lagrange | Pinocchio KKT | embedded vs Pinocchio |", "|---|---|---|---|---|---|---|---|"]
+    for r in res.get("mechanisms", []):
+        lines.append(f"| {r['mechanism']} | {r.get('clusters', '-')} | {r['embedded']:.3g} | "
+                     f"{_fmt(r.get('embedded_grad_over_forward'), 'x')} | {r['projected']:.3g} | {r['lagrange']:.3g} | "
+                     f"{_fmt(r.get('pinocchio_kkt'))} | {_fmt(r.get('embedded_vs_pinocchio'), 'x')} |")
+    return lines
+
+
+def _chains_table(res):
+    lines = ["| shape | bodies | ABA us/state | compile | vs `abaInParallel` | split over the cores | "
+             "divide and conquer / ABA |", "|---|---|---|---|---|---|---|"]
+    for r in res.get("results", []):
+        lines.append(f"| {r['shape'].replace('_', ' ')} | {r['bodies']} | {1e6 / r['states_per_s']:.3g} | "
+                     f"{r['compile_s']:.1f} s | {_fmt(r.get('ratio_vs_pinocchio'), 'x')} | "
+                     f"{_fmt(r.get('sharded_ratio_vs_pinocchio'), 'x')} | {_fmt(r.get('dc_vs_level_schedule'), 'x')} |")
+    return lines
+
+
+def _peer_table(key, peer):
+    def rows(res):
+        lines = [f"| robot, dtype, batch | jaxmb | {peer} | jaxmb / {peer} |", "|---|---|---|---|"]
+        for r in res.get("results", []):
+            lines.append(f"| {r['robot']}, {r['dtype']}, {r['batch']} | {_rate(r['jaxmb_states_per_s'])} states/s | "
+                         f"{_rate(r[f'{key}_states_per_s'])} | {_fmt(r[f'ratio_jaxmb_vs_{key}'], 'x')} |")
+        return lines
+    return rows
+
+
+SCRIPT_TABLES = {"dynamics": _dynamics_grid, "fused": _fused_table, "loops": _loops_table, "chains": _chains_table,
+                 "mjx": _peer_table("mjx", "MJX"), "jaxsim": _peer_table("jaxsim", "jaxsim")}
+
+
+def script_table(stem, res):
+    """The table of one per-script results file ``results/<stem>.json``, between its markers, with its machine."""
+    begin, end = script_markers(stem)
+    m = res.get("machine") or {}
+    rows = SCRIPT_TABLES[stem.split("-")[0]](res)
+    return "\n".join([begin, "", f"`results/{stem}.json`: {machine_words(m)}.", "", *rows, "", end])
+
+
+def latest_suite(results_dir, backend):
+    """The newest suite file of a backend in ``results_dir`` (by the date in its name), or None."""
+    found = sorted(Path(results_dir).glob(f"{backend}-*core-*.json"),
+                   key=lambda p: (p.stem.rsplit("core-", 1)[-1], p.name))
+    return json.loads(found[-1].read_text()) if found else None
+
+
+def rewrite_tables(readme, benchmarks_readme, suite=None, results_dir=RESULTS):
+    """Both READMEs' texts with their generated tables rewritten: a backend's blocks from ``suite`` if given (its
+    backend only), else from each backend's latest suite file; the per-script tables from ``results_dir``. A table
+    whose results file is absent stays as it is."""
+    suites = [suite] if suite else [s for s in (latest_suite(results_dir, b) for b in ("cpu", "gpu")) if s]
+    for s in suites:
+        backend = (s.get("machine") or {}).get("backend")
+        if markers(backend)[0] in readme:
+            readme = rewrite_readme(readme, summary(s))
+        if markers(backend)[0] in benchmarks_readme:
+            benchmarks_readme = rewrite_readme(benchmarks_readme, table(s))
+    for stem in re.findall(r"<!-- results:([\w.-]+):begin -->", benchmarks_readme):
+        path = Path(results_dir) / f"{stem}.json"
+        if path.exists():
+            benchmarks_readme = rewrite_readme(benchmarks_readme, script_table(stem, json.loads(path.read_text())))
+    return readme, benchmarks_readme
+
+
+def write_tables(suite=None):
+    """Rewrite the generated tables of README.md and benchmarks/README.md in place."""
+    readme, benchmarks_readme = rewrite_tables(README.read_text(), BENCHMARKS_README.read_text(), suite)
+    README.write_text(readme)
+    BENCHMARKS_README.write_text(benchmarks_readme)
+
+
 def rewrite_readme(text, block):
     """``text`` with the table of ``block``'s backend replaced by ``block``; the other backends' tables stay."""
     begin, end = block.splitlines()[0], block.splitlines()[-1]
     if begin in text and end in text:
         return text[: text.index(begin)] + block + text[text.index(end) + len(end) :]
-    raise SystemExit(f"{README} has no {begin} ... {end} markers")
+    raise SystemExit(f"no {begin} ... {end} markers to rewrite")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     size = ap.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="the quick suite (under 10 minutes on 2 CPU cores)")
-    size.add_argument("--tiny", action="store_true", help="seconds, into a temporary folder; README untouched")
+    size.add_argument("--tiny", action="store_true", help="seconds, into a temporary folder; READMEs untouched")
     ap.add_argument("--device", choices=["cpu", "gpu"], default=None, help="JAX backend (default: JAX's choice)")
     ap.add_argument("--large", action="store_true",
                     help="dynamics.py adds batches 65536 and 262144, the peers run 4096 and 65536 (GPU)")
-    ap.add_argument("--no-readme", action="store_true", help="do not rewrite the README table")
+    ap.add_argument("--no-readme", action="store_true", help="do not rewrite the READMEs' tables")
     ap.add_argument("--readme-from", type=Path, default=None, metavar="RESULTS_JSON",
-                    help="run nothing: rewrite the README table of a saved suite file's backend (one fetched from a "
-                         "leased GPU machine, say)")
+                    help="run nothing: rewrite both READMEs' tables of a saved suite file's backend (one fetched from "
+                         "a GPU machine, say)")
+    ap.add_argument("--tables", action="store_true",
+                    help="run nothing: regenerate every table of both READMEs from the results files")
     ap.add_argument("--only", type=lambda s: s.split(","), default=None, metavar="NAME,...",
                     help=f"run only these scripts ({', '.join(SCRIPTS)}) and merge them into today's results file "
-                         "for this machine, if there is one (a suite split over several calls of a leased machine)")
+                         "for this machine, if there is one (a suite split over several calls of a machine)")
     args = ap.parse_args()
     if args.readme_from:
-        README.write_text(rewrite_readme(README.read_text(), table(json.loads(args.readme_from.read_text()))))
-        print(f"wrote the table of {args.readme_from} in {README}")
+        write_tables(json.loads(args.readme_from.read_text()))
+        print(f"wrote the tables of {args.readme_from} in {README} and {BENCHMARKS_README}")
+        return
+    if args.tables:
+        write_tables()
+        print(f"regenerated the tables of {README} and {BENCHMARKS_README} from {RESULTS}")
         return
     mode = "tiny" if args.tiny else "quick" if args.quick else "full"
     with tempfile.TemporaryDirectory() as tmp:
-        results_dir = Path(tmp) if args.tiny else HERE / "results"
+        results_dir = Path(tmp) if args.tiny else RESULTS
         unknown = set(args.only or ()) - set(SCRIPTS)
         if unknown:
             ap.error(f"--only: no such script {', '.join(sorted(unknown))} (scripts: {', '.join(SCRIPTS)})")
@@ -331,11 +557,11 @@ def main():
             earlier = json.loads(path.read_text())
             suite = dict(earlier, scripts=earlier["scripts"] | suite["scripts"])
         path.write_text(json.dumps(suite, indent=1))
-        block = table(suite)
-        print(block)
+        print(table(suite))
+        print(summary(suite))
         if not (args.tiny or args.no_readme):
-            README.write_text(rewrite_readme(README.read_text(), block))
-            print(f"wrote {path} and the table in {README}")
+            write_tables(suite)
+            print(f"wrote {path} and the tables of {README} and {BENCHMARKS_README}")
     failed = [n for n, (rc, *_) in status.items() if rc]
     if failed:
         raise SystemExit(f"failed: {', '.join(failed)}")
