@@ -1,15 +1,20 @@
 """jaxmb: recursive multibody dynamics in JAX, after Jain's Spatial Operator Algebra.
 
-Every function takes one state and is pure, so ``jax.jit``, ``jax.vmap`` and ``jax.grad`` compose with it;
-`jaxmb.jit` is ``jax.jit`` with the XLA options that compile jaxmb's programs fastest on the CPU, and
-`jaxmb.chunked_vmap` is ``jax.vmap`` computed a chunk of states at a time (faster for large batches on the CPU;
-`forward_dynamics` and `inverse_dynamics` do so by themselves under ``jax.vmap``), and `jaxmb.sharded_vmap` is
-``jax.vmap`` with the batch split over all devices (on the CPU one per core, after `jaxmb.use_cpu_cores`).
+Every function takes one state and is pure, so ``jax.jit``, ``jax.vmap`` and ``jax.grad`` compose with it. Importing
+jaxmb gives XLA's CPU backend the options under which jaxmb's programs compile and run fastest, unless JAX has
+started already or ``JAXMB_XLA_FLAGS=0`` (`jaxmb.batching.compile.use_cpu_options`); `jaxmb.jit` is ``jax.jit`` with
+those options for one program. `jaxmb.chunked_vmap` is ``jax.vmap`` computed a chunk of states at a time, and
+`jaxmb.sharded_vmap` is ``jax.vmap`` with the batch split over all devices (on the CPU one per core, after
+`jaxmb.use_cpu_cores`). `jaxmb.batching` says what each transformation runs on the CPU and on a GPU.
 Conventions: spatial vectors angular first ``[w; v]``; quaternions ``[w, x, y, z]``; gravity is physical
-(``model.gravity``, default ``[0, 0, -9.81]``). See README.md and docs in each module.
+(``model.gravity``, default ``[0, 0, -9.81]``); a state in another dtype than the model is cast to the model's.
 """
 
-from jaxmb import assets, joints, operators, spatial
+from jaxmb.batching.compile import use_cpu_options
+
+use_cpu_options()  # before JAX starts its CPU backend, if it has not yet
+
+from jaxmb import assets, joints, operators, spatial  # noqa: E402
 from jaxmb.batching import chunked_vmap, jit, sharded_vmap, split_batch, use_cpu_cores
 from jaxmb.configuration import configuration_rate, integrate, neutral_configuration, random_configuration
 from jaxmb.dynamics.articulated import (

@@ -1,10 +1,13 @@
-"""`jaxmb.jit`: `jax.jit` with jaxmb's CPU compiler options. Same results as `jax.jit`, the same calling forms,
+"""`jaxmb.jit`: `jax.jit` with jaxmb's CPU compiler options, which importing jaxmb also gives plain `jax.jit`. Same results as `jax.jit`, the same calling forms,
 and the caller's own options taking precedence. `eager_jit`: every public state function compiles its calls made
 outside JAX transformations, once per shape, and is traced as written inside them."""
 
 import functools
 import inspect
 import logging
+import os
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -125,3 +128,32 @@ def test_inside_transformations_the_function_is_traced_as_written(small):
     assert "forward_dynamics" not in [e.params.get("name") for e in jaxpr.eqns]
     np.testing.assert_allclose(jax.jit(lambda: jaxmb.forward_dynamics(model, q, qd, tau))(),
                                jaxmb.forward_dynamics(model, q, qd, tau), rtol=1e-12, atol=1e-12)
+
+
+def _flags_after(code, **env):
+    """``XLA_FLAGS`` printed by a fresh Python process that runs ``code`` (which imports jaxmb)."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAXMB_XLA_FLAGS")} | env
+    out = subprocess.run([sys.executable, "-c", code + "\nimport os; print(os.environ.get('XLA_FLAGS', ''))"],
+                         env=environ, capture_output=True, text=True, check=True)
+    return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+
+
+CPU_FLAGS = [f"--{k}={str(v).lower()}" for k, v in CPU_COMPILER_OPTIONS.items()]
+
+
+def test_importing_jaxmb_gives_plain_jax_jit_the_cpu_options():
+    flags = _flags_after("import jaxmb")
+    assert all(flag in flags.split() for flag in CPU_FLAGS), flags
+
+
+def test_cpu_options_opt_out_and_the_users_own_flags_win():
+    assert _flags_after("import jaxmb", JAXMB_XLA_FLAGS="0") == ""
+    own = "--xla_cpu_prefer_vector_width=256"
+    flags = _flags_after("import jaxmb", XLA_FLAGS=own).split()
+    assert own in flags and "--xla_cpu_prefer_vector_width=512" not in flags
+    assert "--xla_cpu_use_fusion_emitters=false" in flags
+
+
+def test_cpu_options_leave_a_started_jax_alone():
+    """XLA reads its flags when JAX starts its backends: changing them afterwards would only mislead."""
+    assert _flags_after("import jax; jax.devices(); import jaxmb") == ""

@@ -21,8 +21,10 @@ same with or without it.
 
 import functools
 import inspect
+import os
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.batching import internals
@@ -41,6 +43,25 @@ def computed_once(x):
 CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_prefer_vector_width": 512}
 """XLA debug options `jit` adds for each program (where this jaxlib knows them): the older loop emitter, and vector
 loops 512 bits wide (in two 256-bit halves on a CPU without AVX-512)."""
+
+
+OPT_OUT = "JAXMB_XLA_FLAGS"
+"""The environment variable that, set to ``0``, keeps `use_cpu_options` from changing the process's XLA flags."""
+
+
+def use_cpu_options():
+    """Add `CPU_COMPILER_OPTIONS` to the process's ``XLA_FLAGS``, so that plain ``jax.jit`` compiles jaxmb's programs
+    as `jit` does, with the model passed or closed over. Called when jaxmb is imported; it changes nothing when JAX
+    has already started its backends (XLA has read its flags then: use `jit`), when the environment sets
+    `OPT_OUT` to ``0``, or for an option the flags already name (the user's value wins). The options touch only
+    XLA's CPU backend. Returns whether the flags were changed."""
+    if os.environ.get(OPT_OUT, "1") == "0" or internals.backends_started():
+        return False
+    flags = os.environ.get("XLA_FLAGS", "")
+    added = [f"--{key}={str(value).lower()}" for key, value in CPU_COMPILER_OPTIONS.items() if f"--{key}=" not in flags]
+    if added:
+        os.environ["XLA_FLAGS"] = " ".join([flags.strip()] + added).strip()
+    return bool(added)
 
 
 @functools.lru_cache(maxsize=None)
@@ -84,9 +105,56 @@ def _hashable(value):
     return value
 
 
+def model_dtype(model):
+    """The floating-point dtype of a model's parameters (its first floating leaf), or None if it has none."""
+    for leaf in jax.tree.leaves(model):
+        dtype = getattr(leaf, "dtype", None)
+        if dtype is not None and jnp.issubdtype(dtype, jnp.floating):
+            return dtype
+    return None
+
+
+def _as_array(value, function, name):
+    """A list or tuple of numbers as a numpy array; a ``TypeError`` naming the function and argument otherwise."""
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{function}: argument {name!r} must be an array of numbers, not {type(value).__name__} "
+                        f"({e})") from None
+
+
+def as_state(function, bound, static_argnames):
+    """The arguments ``bound`` (an `inspect.BoundArguments` of a public function whose first argument is the model)
+    as the state the recursions expect: Python lists and tuples of numbers as arrays, and every floating-point
+    array in the model's dtype. A state in another precision than the model (a float64 velocity with a float32
+    model, a float32 policy's torques with a float64 model) is cast at entry; its derivatives flow back in its own
+    dtype, since a cast's transpose casts the cotangent back. Python scalars stay weakly typed."""
+    names = list(bound.arguments)
+    dtype = model_dtype(bound.arguments[names[0]])
+    for name in names[1:]:
+        value = bound.arguments[name]
+        if name in static_argnames or value is None:
+            continue
+        if type(value) in (list, tuple):
+            value = _as_array(value, function, name)
+        if dtype is not None:
+            value = jax.tree.map(lambda x: _in_dtype(x, dtype), value)
+        bound.arguments[name] = value
+    return bound
+
+
+def _in_dtype(x, dtype):
+    x_dtype = getattr(x, "dtype", None)
+    if x_dtype is None or x_dtype == dtype or not jnp.issubdtype(x_dtype, jnp.floating):
+        return x
+    return x.astype(dtype)
+
+
 def eager_jit(fun=None, *, static_argnames=()):
-    """Decorator of a public function: outside JAX transformations, each call runs ``fun`` compiled by `jit`
-    (one program per argument shapes and static arguments, cached); inside them, ``fun`` itself is traced.
+    """Decorator of a public function of ``(model, state..., static options)``: its state enters as the recursions
+    expect it (`as_state`: lists as arrays, floating arrays in the model's dtype), and outside JAX transformations
+    each call runs ``fun`` compiled by `jit` (one program per argument shapes and static arguments, cached); inside
+    them, ``fun`` itself is traced.
 
     ``static_argnames`` names the arguments that select what is computed (frame names, axes, a reference): they
     are hashed, lists and numpy arrays as tuples. A compiled program cannot be nested in a caller's ``jit``
@@ -100,10 +168,10 @@ def eager_jit(fun=None, *, static_argnames=()):
 
     @functools.wraps(fun)
     def call(*args, **kwargs):
+        bound = as_state(fun.__name__, signature.bind(*args, **kwargs), static_argnames)
         if not internals.outside_transformations():
-            return fun(*args, **kwargs)
-        bound = signature.bind(*args, **kwargs)  # every argument by position: jit caches by how each was passed
-        bound.apply_defaults()
+            return fun(*bound.args, **bound.kwargs)
+        bound.apply_defaults()  # every argument by position: jit caches by how each was passed
         for name in static_argnames:
             bound.arguments[name] = _hashable(bound.arguments[name])
         return compiled()(*bound.args, **bound.kwargs)

@@ -4,7 +4,7 @@ module.
 
 Defining primitives (`primitive`, `linear`, `bilinear`, `jvp_rule`, `transpose_rule`, `batching_rule`) goes through
 ``jax.extend`` and ``jax.interpreters``; `outside_transformations`, `source_context` and `without_dead_code` read
-``jax._src``, each with a fallback that is correct, only slower or less informative, where a JAX lacks it.
+``jax._src`` (and `backends_started` too), each with a fallback that is correct, only slower or less informative, where a JAX lacks it.
 """
 
 import contextlib
@@ -18,6 +18,10 @@ try:
     from jax._src.core import trace_state_clean as _trace_state_clean
 except ImportError:  # a JAX without it: every call runs as written (op by op when eager), never wrongly compiled
     _trace_state_clean = None
+try:
+    from jax._src.xla_bridge import backends_are_initialized as _backends_are_initialized
+except ImportError:  # a JAX without it: the backends are taken as started, and the process's flags left alone
+    _backends_are_initialized = None
 try:
     from jax._src import source_info_util as _source_info
 except ImportError:  # a JAX without it: what the batch-last interpreter emits is named after the interpreter
@@ -100,6 +104,12 @@ def is_elementwise(p):
 def outside_transformations():
     """Whether JAX traces nothing now: no ``jit``, ``vmap``, ``grad`` or ``scan`` is under way."""
     return _trace_state_clean is not None and _trace_state_clean()
+
+
+def backends_started():
+    """Whether JAX has started its backends (the first operation, or ``jax.devices()``, starts them): XLA reads its
+    ``XLA_FLAGS`` then, once per process."""
+    return _backends_are_initialized is None or _backends_are_initialized()
 
 
 def source_context(eqn):
