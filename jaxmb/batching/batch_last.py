@@ -81,10 +81,9 @@ _RECOMPUTED = ("sin", "cos", "tan")
 """Transcendentals that XLA's CPU fusion counts as cheap and so recomputes in every consumer, once per element of a
 broadcast: the joint rotations ``1 + sin a~ + (1 - cos) a~ a~`` evaluated sine and cosine once per entry of each
 3x3 matrix. In float32 each is emitted ending in a division by an exact one (`jaxmb.batching.compile.computed_once`),
-and XLA does not fuse a division into a consumer that reuses its elements: computed once per state, the ABA ran
-1.20x faster on talos, 1.24x on panda, 1.74x on a 128-body binary tree, the CRBA 1.11-1.22x (2-core CPU,
-benchmarks/README.md "Computed once"). In float64, in chunks of 32 states, the same made the talos ABA 6 % slower
-and is not done."""
+and XLA does not fuse a division into a consumer that reuses its elements, so each is computed once per state. That
+made the ABA and CRBA faster in float32 and the ABA slower in float64, where it is not done (benchmarks/README.md,
+"Computed once")."""
 
 
 def _rule(eqn, vals, batched, size):

@@ -2,16 +2,14 @@
 `in_cpu_chunks`, the batching rule of `forward_dynamics`, `inverse_dynamics`, `mass_matrix`, `mass_matrix_inverse`,
 `task_space` and the analytic derivatives, for the functions and for their derivatives (`linear_in_cpu_chunks`),
 and `chunked_vmap` for any function. The closed loops' forward dynamics is batched in chunks too, each chunk by
-`jax.vmap` (``batch_last=False``): its dense cluster steps run faster so.
+`jax.vmap` (``batch_last=False``): its dense cluster steps gain nothing from the batch-last layout.
 
 Under `jax.vmap` a batch of 6x6 inertias is (B, 6, 6), and the unrolled small products of the sweeps read and write
 rows of 3 or 6 numbers, which XLA's CPU loops do not vectorize. Held as (6, 6, B), every operand of a product is a
 run of B contiguous numbers (`jaxmb.batching.batch_last`). Such vector loops run best on chunks of about `CHUNK_STATES`
 states, whose arrays stay in the core's caches from one loop to the next; the batch is mapped over chunks by a
-`jax.lax.map`. On the 2-core CPU the talos ABA at batch 4096 (float32) runs at 7 against 12 us/state through one
-`vmap` in chunks of 1024, a 128-body chain at 14 against 41 (benchmarks/README.md, "Batch last"). Chunks also keep
-each call's scratch memory small: XLA maps scratch above glibc's mmap threshold afresh at every call and takes a
-page fault per 4 KiB of it.
+`jax.lax.map` (benchmarks/README.md, "Batch last"). Chunks also keep each call's scratch memory small: XLA maps
+scratch above glibc's mmap threshold afresh at every call and takes a page fault per 4 KiB of it.
 
 A gradient of a chunked function is chunked as well: its tangent map is bound as `linear_p`, whose transpose and
 batching rules map both the map and its transpose in chunks (`linear_in_cpu_chunks`). Other backends get
@@ -29,30 +27,27 @@ from jaxmb.batching import internals
 from jaxmb.batching.batch_last import vmap_batch_last
 
 CHUNK_STATES = 128
-"""The most states in one batch-last chunk on the CPU, in float32. On the 2-core development CPU (AMD EPYC) the ABA
-ran fastest in chunks of 128 states on panda, go1, talos, a 128-body chain and a 128-body binary tree; chunks of
-256 to 1024 states ran up to 2.5x slower (benchmarks/README.md, "Batch last")."""
+"""The most states in one batch-last chunk on the CPU, in float32: the size at which the ABA ran fastest on panda,
+go1, talos, a 128-body chain and a 128-body binary tree, its arrays staying in the core's caches from one loop to
+the next (benchmarks/README.md, "Batch last")."""
 
 CHUNK_STATES_FLOAT64 = 32
-"""The most states in one batch-last chunk of a float64 program: on the same CPU the talos ABA, CRBA and
-Newton-Euler ran 5-35 % faster in float64 in chunks of 32 than of 128 (and of 64) states (benchmarks/README.md,
-"Batch last in float64")."""
+"""The most states in one batch-last chunk of a float64 program, whose arrays are twice as large: the talos ABA,
+CRBA and Newton-Euler ran fastest so (benchmarks/README.md, "Batch last in float64")."""
 
 CHUNK_STATES_VMAP = 512
 """The most states in one chunk computed by `jax.vmap` (``batch_last=False``: the closed loops' forward dynamics and
-its derivatives). On the same CPU, in float64 at batch 1024 and 4096, the four-bar leg, the belt leg, the geared
-chain and the quadruped with rotors ran 1.03-1.15x faster in chunks of 512 than of 128; one `vmap` of 4096 states
-ran 2x slower (benchmarks/README.md, "Closed loops in chunks")."""
+its derivatives), the size at which the four-bar leg, the belt leg, the geared chain and the quadruped with rotors
+ran fastest in float64; one `vmap` of the whole batch ran slower (benchmarks/README.md, "Closed loops in chunks")."""
 
 
 MOVED_ONCE_MAX = 1024
 """The most numbers per state of an output of a batch-last chunk that `_map_in_chunks` moves back to batch-first
 once for the whole batch, after the loop over chunks, as it moves the inputs; larger ones are moved chunk by chunk,
 while the chunk is in the cache. Moved once, the residuals that a gradient's forward sweep hands to its backward
-sweep (both in chunks) are not moved at all: XLA cancels the move out with the move back in. On the 2-core CPU
-(talos float32, batch 4096) the ABA ran 10 % faster moved once, Newton-Euler 14 %, the ABA's gradient 23 %, but the
-mass matrix (2 500 numbers per state) 60 % slower and its inverse 30 % (benchmarks/README.md, "512-bit vectors,
-and outputs moved once")."""
+sweep (both in chunks) are not moved at all: XLA cancels the move out with the move back in. The dynamics and
+their gradients ran faster so, but the mass matrix and its inverse (thousands of numbers per state) slower, hence
+the bound (benchmarks/README.md, "512-bit vectors, and outputs moved once")."""
 
 
 def _with_states(args, batched, states):

@@ -1,20 +1,18 @@
 """`jit`: `jax.jit` with the XLA options under which jaxmb's programs compile fastest and run fastest on the CPU.
 
-XLA's CPU backend emits each fused loop either through its MLIR *fusion emitters* (the default since 2025) or
-through its older direct LLVM emitter. On jaxmb's sweeps the older emitter compiles 1.5-2x faster and runs as fast
-or faster: the talos ABA at batch 4096 in float32 compiles in ~4.2 s instead of ~6.6 s, its gradient in ~16 s
-instead of ~26 s, the RNEA and CRBA in half the time (benchmarks/README.md, "Compile time"). Its loops over the
-batch (`jaxmb.batching.batch_last`) are vectorized 256 bits wide by default; 512 bits wide, the talos ABA ran 15-20 %
-faster in float32 and in float64, and as much on the same CPU held to AVX2, whose 256-bit registers then take
-each vector in two halves (benchmarks/README.md, "512-bit vectors, and outputs moved once"). The options are
-handed to `jax.jit` as ``compiler_options``, so they apply to that one program and never change the process's
-global XLA flags; other backends ignore them.
+XLA's CPU backend emits each fused loop either through its MLIR *fusion emitters* or through its older direct LLVM
+emitter. On jaxmb's sweeps the older emitter compiles faster and runs as fast or faster (benchmarks/README.md,
+"Compile time"). The loops over the batch (`jaxmb.batching.batch_last`) run faster vectorized 512 bits wide than at
+the default 256, on CPUs with AVX-512 and on those held to AVX2, whose registers then take each vector in two halves
+(benchmarks/README.md, "512-bit vectors, and outputs moved once"). `jit` hands the options to `jax.jit` as
+``compiler_options``, for that one program; `use_cpu_options`, called when jaxmb is imported, sets them as the
+process's ``XLA_FLAGS`` so that plain ``jax.jit`` compiles the same programs. Other backends ignore them.
 
-`eager_jit` decorates the public functions: called outside any JAX transformation (in a notebook, say), a function
-runs as one program compiled by `jit` and cached, instead of op by op, where each operation compiles a program of
-its own (talos' forward dynamics: 19 s to the first result and 0.4 s a call op by op, 3 s and 0.7 ms compiled).
-Inside ``jax.jit``, ``vmap``, ``grad`` or ``scan`` it is the function as written, so the caller's program is the
-same with or without it.
+`eager_jit` decorates the public functions: their state enters in the model's dtype (`as_state`), and called outside
+any JAX transformation (in a notebook, say), a function runs as one program compiled by `jit` and cached, instead of
+op by op, where each operation compiles a program of its own and the first result takes many times longer
+(benchmarks/README.md, "Eager calls"). Inside ``jax.jit``, ``vmap``, ``grad`` or ``scan`` it is the function as
+written, so the caller's program is the same with or without it.
 
 `computed_once` keeps XLA's CPU fusion from recomputing an array in every consumer that reads it more than once.
 """

@@ -4,7 +4,8 @@ module.
 
 Defining primitives (`primitive`, `linear`, `bilinear`, `jvp_rule`, `transpose_rule`, `batching_rule`) goes through
 ``jax.extend`` and ``jax.interpreters``; `outside_transformations`, `source_context` and `without_dead_code` read
-``jax._src`` (and `backends_started` too), each with a fallback that is correct, only slower or less informative, where a JAX lacks it.
+``jax._src``, as does `backends_started`, each with a fallback that is correct, only slower or less informative,
+where a JAX lacks it.
 """
 
 import contextlib

@@ -11,18 +11,17 @@ the transpose of `sum_rows` is `take_rows` (the adjoint of the `up` sweep is a `
 own rules would transpose every gather into a scatter-add. Both primitives batch along any axis and are linear, so
 their derivatives are themselves.
 
-Lowering, per backend (measured on talos, float32; benchmarks/README.md):
+Lowering, per backend (benchmarks/README.md, "Where the time goes"):
 
 * GPU (and any backend but the CPU): `sum_rows` is a few gathers and adds, without a scatter. The children of each
   parent are listed in a padded table, one row per child rank, with a zero row for missing children; each rank is
-  gathered and the ranks are added. Contiguous index ranges become slices. On an H100 the scatter-adds of
-  `jax.ops.segment_sum` took a third of the ABA's time; without them the ABA runs 1.48x faster.
+  gathered and the ranks are added. Contiguous index ranges become slices. The scatter-adds of
+  `jax.ops.segment_sum` took a large share of the GPU's ABA.
 * CPU: `sum_rows` gathers the rows with the same number c of summands as one block, cut into (m, c, ...) and
   summed over c (`_sum_by_count_impl`): a block per summand count, not per rank, so nothing is padded. XLA's CPU
-  backend runs a scatter as a loop over its indices, several kernels per index: the talos ABA ran 50 such
-  iterations per chunk for ``H* qd`` alone, the 128-body binary tree 127, and both ran 1-9 % faster without them.
-  `take_rows` is always a gather, never a slice: a gather writes its rows first, which is the layout that
-  `lax.scan` wants for its inputs. Slices there cost 25 %.
+  backend runs a scatter as a loop over its indices, several kernels per index, one per child of every parent in
+  every chunk. `take_rows` is always a gather, never a slice: a gather writes its rows first, which is the layout
+  that `lax.scan` wants for its inputs.
 """
 
 import functools

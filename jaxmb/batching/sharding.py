@@ -2,12 +2,11 @@
 concurrently, each shard one `jax.vmap`; `split_batch` places a batch on the devices as it splits it;
 `use_cpu_cores` gives JAX one CPU device per core, so that on the CPU the devices are the cores.
 
-A program XLA compiles for the CPU does most of its work on one core: a jitted ``vmap`` of the talos ABA runs at the
-same 5.5 us/state with the process on one core or on two (benchmarks/README.md, "All cores"). Pinocchio's
-``abaInParallel`` splits its batch over threads instead, one block of states each. `sharded_vmap` does the same
-with JAX's own means: `jax.shard_map` over a mesh of the devices, one program per device on its own states, no
-communication between them. On the 2-core CPU the talos ABA runs at 2.9 us/state so. On a machine with several
-GPUs the devices are the GPUs; with one device it is `jax.vmap`.
+A program XLA compiles for the CPU does most of its work on one core, whatever the cores the process may use
+(benchmarks/README.md, "All cores"). Pinocchio's ``abaInParallel`` splits its batch over threads instead, one block
+of states each. `sharded_vmap` does the same with JAX's own means: `jax.shard_map` over a mesh of the devices, one
+program per device on its own states, no communication between them. On a machine with several GPUs the devices
+are the GPUs; with one device it is `jax.vmap`.
 """
 
 import os
@@ -46,9 +45,8 @@ def split_batch(tree, devices=None):
     """The arrays of ``tree`` (each with the batch as its leading axis) placed on ``devices`` (default: all devices of
     JAX's default backend), split along the batch as `sharded_vmap` splits it.
 
-    A `sharded_vmap` function called on arrays held by one device first moves them (on the 2-core CPU about 0.3 ms
-    a call: the talos ABA at batch 1024 ran at 3.4 us/state so, at 2.9 with its inputs split); its outputs come
-    back split, ready for the next call of a rollout. The batch must divide evenly over the devices.
+    A `sharded_vmap` function called on arrays held by one device first moves them, at every call; its outputs
+    come back split, ready for the next call of a rollout, which then moves nothing. The batch must divide evenly over the devices.
     """
     mesh = _mesh(devices)
     n = mesh.devices.size
