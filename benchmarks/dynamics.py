@@ -5,7 +5,8 @@ Pinocchio measured in the same run.
     python benchmarks/dynamics.py --quick    # talos only, batches 64 and 4096, float32
     python benchmarks/dynamics.py --large    # adds batches 65536 and 262144 (for a GPU)
 
-For each robot, algorithm, precision and batch: jaxmb's jit(vmap(f)) states/s and compile time; Pinocchio's
+For each robot, algorithm, precision and batch: jaxmb's ``jaxmb.jit(vmap(f))`` states/s and compile time, and the
+same for the program a user writes, ``jax.jit(vmap(f))`` with the model closed over; Pinocchio's
 all-core ``abaInParallel``/``rneaInParallel`` (no parallel CRBA exists: its single-call loop is the peer) and
 its single-call Python loop; the ratio jaxmb / Pinocchio-parallel; the scratch memory of one call and the minor
 page faults it takes. With more than one core, each figure is also measured with the batch split over one CPU
@@ -41,6 +42,11 @@ def batched(fn, chunk=None):
     """jit of ``fn`` (one state) over a batch: one `vmap`, or with ``chunk`` `jaxmb.chunked_vmap` (a
     `jax.lax.map` over chunks of ``chunk`` states, each chunk one `vmap`)."""
     return jaxmb.jit(jax.vmap(fn) if chunk is None else jaxmb.chunked_vmap(fn, chunk_size=chunk))
+
+
+def plain(fn):
+    """``jax.jit(jax.vmap(fn))``, the model closed over: the program a JAX user writes, without `jaxmb.jit`."""
+    return jax.jit(jax.vmap(fn))
 
 
 def jaxmb_states(model, batch, dtype, seed=0):
@@ -106,6 +112,13 @@ def run(robots, batches, dtypes, grad_batch, checkpoint=None, algorithms=tuple(A
                                pinocchio_parallel_states_per_s=1 / t_peer if par else None,
                                pinocchio_loop_states_per_s=1 / loop_s[alg] if loop_s else None,
                                ratio_vs_pinocchio=ratio)
+                    t_plain_compile, plain_compiled = compile_time(plain(fn), *args)
+                    if peer is None:
+                        t_plain, plain_ratio = best_time(plain_compiled, *args) / b, None
+                    else:
+                        t_plain, _, plain_ratio = versus((plain_compiled, args, b), par or peer["loop"][alg])
+                    row.update(plain_jit_states_per_s=1 / t_plain, plain_jit_compile_s=t_plain_compile,
+                               plain_jit_ratio_vs_pinocchio=plain_ratio)
                     if len(jax.devices()) > 1:
                         t_sharded, sharded_ratio = sharded_versus(
                             fn, args, b, None if peer is None else par or peer["loop"][alg],

@@ -337,6 +337,10 @@ def _summary_rows(suite):
                 jaxmb += f"; {_rate(r['sharded_states_per_s'])} split over {r['devices']} CPU devices"
                 against += f"; {_fmt(r.get('sharded_ratio_vs_pinocchio'), 'x')} split"
             rows.append((f"{label}, {r['robot']} {r['dtype']}, batch {r['batch']}", jaxmb, against))
+            if r.get("plain_jit_states_per_s"):
+                rows.append((f"{label} written with plain `jax.jit(jax.vmap(...))`, the model closed over",
+                             f"{_rate(r['plain_jit_states_per_s'])} states/s",
+                             f"{_fmt(r.get('plain_jit_ratio_vs_pinocchio'), 'x')} Pinocchio {peer}"))
     grads = [r for r in dynamics if r["algorithm"] == "grad_aba"]
     r = next((g for g in grads if g["dtype"] == "float32"), grads[0] if grads else None)
     if r:
@@ -403,6 +407,9 @@ def _dynamics_grid(res):
 
         batch = max((at(*c).get("batch", 0) for c in columns), default=0)
         lines.append(f"| {label[algorithm]}, one device, batch {batch} | {cells(one)} |")
+        if any("plain_jit_ratio_vs_pinocchio" in at(*c) for c in columns):
+            lines.append(f"| {label[algorithm]}, plain `jax.jit` | "
+                         f"{cells(lambda robot, dtype: _fmt(at(robot, dtype).get('plain_jit_ratio_vs_pinocchio')))} |")
         if any("devices" in at(*c) for c in columns):
             lines.append(f"| {label[algorithm]}, split over the cores | "
                          f"{cells(lambda robot, dtype: _fmt(at(robot, dtype).get('sharded_ratio_vs_pinocchio')))} |")
