@@ -10,8 +10,8 @@ Both sides are ``jaxmb.jit(jax.vmap(forward_dynamics))`` on the same random stat
 ``fused.ON_GPU = False``. Prints states/s of each, the kernels' gain (sweeps time / kernels time), both first-call
 compile times and the largest difference of the accelerations relative to the largest acceleration. On a backend
 other than a GPU there are no kernels to time: the script says so and writes nothing. Writes
-``benchmarks/results/fused-<backend>-<cores>core.json`` after every configuration, so that a run cut short by a
-GPU lease's end keeps what it measured.
+``benchmarks/results/fused-<backend>-<cores>core.json`` after every configuration, so that a run cut short keeps
+what it measured.
 """
 
 import argparse

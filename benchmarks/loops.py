@@ -1,5 +1,5 @@
 """Closed loops: the constraint-embedded AB algorithm against the Lagrange-multiplier and projected solves in JAX,
-Pinocchio's KKT ``forwardDynamics`` and the armature approximation (issue: closed loops).
+Pinocchio's KKT ``forwardDynamics`` and the armature approximation.
 
     python benchmarks/loops.py [--quick] [--batch 1024] [--no-save]
 
@@ -12,7 +12,8 @@ Three tables, all jitted ``vmap`` over a batch of consistent states (float64, as
 * cost against the number of clusters: geared pendulum chains of 1-10 links (one link + rotor cluster each),
   which should grow linearly for the embedded AB algorithm;
 * cost against the loop size: one planar closed chain of L links (a cluster of L bodies, L - 2 degrees of
-  freedom), where the embedded method's dense cluster step grows like L^2-L^3 (seed 001 Fig. 10).
+  freedom), where the embedded method's dense cluster step grows like L^2-L^3 (Chignoli et
+  al., "A Propagation Perspective on Recursive Forward Dynamics for Systems with Kinematic Loops", 2023, Fig. 10).
 """
 
 import argparse
