@@ -39,7 +39,9 @@ def frame_poses(model, q) -> Transform:
                      jnp.where(world, model.frame_placement.p, T_frame.p))
 
 
-def _velocity_step(V_parent, X_k, vJ_k):
+def velocity_step(V_parent, X_k, vJ_k):
+    """Alg 3.2 at body k, the step of a `jaxmb.sweeps.down` sweep: its velocity from its parent's ``V_parent`` (6,),
+    its joint pose ``X_k`` and its joint's motion ``vJ_k = H*(k) qd(k)`` (6,)."""
     return phi_star(X_k, V_parent) + vJ_k  # V(k) = phi*(parent, k) V(parent) + H*(k) qd(k)   (Alg 3.2)
 
 
@@ -49,7 +51,7 @@ def body_velocities(model, q, qd):
     check_shapes(model, q=q, qd=qd)
     X = joint_poses(model, q)
     vJ = hinge_motion(model, hinge_map(model), qd)
-    return down(model.topology, _velocity_step, jnp.zeros(6, X.p.dtype), X, vJ)
+    return down(model.topology, velocity_step, jnp.zeros(6, X.p.dtype), X, vJ)
 
 
 def _bias_step(parent, X_k, vJ_k):
@@ -114,8 +116,7 @@ def jacobian(model, q, name, reference="local"):
     Column j is the hinge axis of coordinate j moved to the frame where j moves the frame's body, else zero (3.53).
     Only the frame's support path is posed: its bodies' world poses are the prefix products of their joint poses
     from the root, ``T(k) = T(parent k) X(k)`` (Alg 3.1), as one `jax.lax.associative_scan` (log depth), and only
-    their coordinates' columns are moved (talos' deepest body: 1.6-2.0x faster than all bodies' kinematics under
-    `jaxmb.jit`, benchmarks/README.md)."""
+    their coordinates' columns are moved, rather than posing every body (benchmarks/README.md, "Results: CPU")."""
     check_shapes(model, q=q)
     topo = model.topology
     i = model.frame_index(name)

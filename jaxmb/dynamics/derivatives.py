@@ -10,8 +10,8 @@ The recursion (after Carpentier and Mansard's analytic RNEA derivatives, written
 one fixed frame for all bodies, where moving one joint moves its whole subtree rigidly. Each entry is a dot product
 of a motion and a force, the same in any fixed frame. We take the frame in which each tree's root body is at ``q``,
 about its origin (`jaxmb.hinges.root_joints_left_out`), not the world's. In the world's frame, float32 lost
-everything 1 km from the origin: ``d qdd/d q`` was 25x its own size off for go1 and talos, because lever arms of
-1e3 m cancelled to the robot's size. With ``S_j`` the hinge axis of coordinate j (6,), ``V``, ``A`` the velocity and
+everything 1 km from the origin: ``d qdd/d q`` was off by many times its own size for go1 and talos, because
+lever arms of 1e3 m cancelled to the robot's size (benchmarks/README.md, "Derivatives"). With ``S_j`` the hinge axis of coordinate j (6,), ``V``, ``A`` the velocity and
 acceleration of a body (``A`` with the world's gravity pseudo-acceleration, as in Newton-Euler), all in that frame,
 and ``p`` the parent of coordinate j's body (for a root, the world: ``V_p = 0``, ``A_p`` gravity's):
 
@@ -52,7 +52,7 @@ import numpy as np
 from jaxmb.batching import eager_jit, full_precision, in_cpu_chunks, take_rows
 from jaxmb.dynamics.articulated import articulated_body
 from jaxmb.dynamics.factorization import mass_matrix_inverse_from
-from jaxmb.dynamics.inverse import _motion_step
+from jaxmb.dynamics.inverse import motion_step
 from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, joint_poses, root_joints_left_out
 from jaxmb.model import check_shapes
 from jaxmb.spatial import (
@@ -110,7 +110,7 @@ def _pairs(topo):
 def _root_frame_step(parent, X_k, Xr_k, *args_k):
     """Newton-Euler's motion step (body-frame ``V``, ``alpha``, ``f``), with body k's pose in its root's frame
     (``Xr_k``: its joint pose, the identity at a root)."""
-    motion, _ = _motion_step(parent[1:], X_k, *args_k)
+    motion, _ = motion_step(parent[1:], X_k, *args_k)
     return (compose(parent[0], Xr_k), *motion), ()
 
 
@@ -132,9 +132,9 @@ PAIR_PIECE = 128
 
 def _pair_dots(a, rows, b, cols):
     """``dot(a[rows], b[cols])`` over the last axis, (pairs, ...), gathered `PAIR_PIECE` pairs at a time. XLA
-    materializes the gathered rows: talos' 582 pairs below the diagonal at once, in batch-last chunks of 128
-    float32 states, are 11 MB, out of the cache, and Newton-Euler's derivatives took 43 us/state instead of 27
-    (pieces of 256 pairs: 42-51 us; of 64: 29-33; benchmarks/README.md, "Derivatives")."""
+    materializes the gathered rows: all of talos' pairs below the diagonal at once, in batch-last chunks of float32
+    states, leave the cache, and Newton-Euler's derivatives ran slower than in pieces of `PAIR_PIECE`, whose rows
+    stay in it (benchmarks/README.md, "Derivatives")."""
     return jnp.concatenate([dot(take_rows(a, rows[s : s + PAIR_PIECE]), take_rows(b, cols[s : s + PAIR_PIECE]))
                             for s in range(0, len(rows), PAIR_PIECE)])
 

@@ -4,6 +4,8 @@ The armature (`Model.armature`) is a joint-space inertia: it adds ``armature * q
 nothing to the body forces.
 """
 
+from typing import NamedTuple
+
 import jax.numpy as jnp
 
 from jaxmb.batching import eager_jit, in_cpu_chunks
@@ -14,7 +16,20 @@ from jaxmb.spatial import cross_force, cross_motion, mv, phi, phi_star
 from jaxmb.sweeps import down, up
 
 
-def _motion_step(parent, X_k, M_k, f_ext_k, H_k, qd_k, qdd_k):
+class BodyMotion(NamedTuple):
+    """What `motion_step` finds for a body and hands its children: its velocity ``V``, its acceleration ``alpha``
+    (gravity included as the world's acceleration) and its force ``f = M alpha + b - f_ext`` (6,) each, in body
+    coordinates. The children read ``V`` and ``alpha``."""
+
+    V: jnp.ndarray
+    alpha: jnp.ndarray
+    f: jnp.ndarray
+
+
+def motion_step(parent, X_k, M_k, f_ext_k, H_k, qd_k, qdd_k):
+    """The down sweep of Newton-Euler (Alg 5.2, (9.10)) at body k, as `jaxmb.sweeps.down` takes it with ``dofs``:
+    from its parent's `BodyMotion`, its joint pose ``X_k``, inertia ``M_k``, external force ``f_ext_k`` (or None)
+    and its joint's ``H_k`` (n, 6), ``qd_k``, ``qdd_k`` (n,), its own `BodyMotion` and no coordinate output."""
     V_parent, alpha_parent, _ = parent  # the force rides along in the body's value; the children do not read it
     vJ = mv(H_k.T, qd_k)  # H*(k) qd(k)
     V = phi_star(X_k, V_parent) + vJ  # V(k) = phi*(parent, k) V(parent) + H*(k) qd(k)
@@ -23,7 +38,7 @@ def _motion_step(parent, X_k, M_k, f_ext_k, H_k, qd_k, qdd_k):
     f = mv(M_k, alpha) + cross_force(V, mv(M_k, V))  # M(k) alpha(k) + b(k),  b = V-bar M V
     if f_ext_k is not None:
         f = f - f_ext_k
-    return (V, alpha, f), ()
+    return BodyMotion(V=V, alpha=alpha, f=f), ()
 
 
 def _force_step(f_children, X_k, f_k, H_k):
@@ -40,8 +55,9 @@ def _newton_euler(model, q, qd, qdd, f_ext):
     H = hinge_map(model)
     M = body_inertias(model)
     zero = jnp.zeros(6, X.p.dtype)
-    (_, _, f_body), _ = down(model.topology, _motion_step, (zero, base_acceleration(model), zero), X, M, f_ext,
-                             dofs=(H, qd, qdd))
+    root = BodyMotion(V=zero, alpha=base_acceleration(model), f=zero)
+    motion, _ = down(model.topology, motion_step, root, X, M, f_ext, dofs=(H, qd, qdd))
+    f_body = motion.f
     return up(model.topology, _force_step, zero, X, f_body, dofs=(H,))
 
 
