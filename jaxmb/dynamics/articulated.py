@@ -15,15 +15,15 @@ derivative of Newton-Euler at the fixed ``qdd`` (in ``q``, ``qd``, ``f_ext`` and
 ``M^-1`` applied with the factors the forward sweep already has, ``M^-1 = [I - H psi K]* D^-1 [I - H psi K]``
 (7.18). Its transpose is ``M^-1`` (symmetric) followed by Newton-Euler's adjoint (`jaxmb.dynamics.adjoint`), which
 takes the body velocities and accelerations from the forward sweep and its down sweep from the solve's, so a
-gradient costs the forward call and three vector sweeps: 2.7-2.9x the forward call on talos, against 5-5.5x through
-the sweeps (benchmarks/README.md).
+gradient costs the forward call and three vector sweeps rather than a transpose of the three sweeps
+(benchmarks/README.md, "Gradients by the implicit function theorem").
 
-Under `jax.vmap` on the CPU, a batch is computed in chunks of 128 states with the batch as the last axis
-(`jaxmb.batching.vmap_in_cpu_chunks`): talos at batch 4096 in float32 runs at 7 us/state, against 12 through one
-`vmap` in chunks of 1024. The tangent map and its transpose are chunked the same way
-(`jaxmb.batching.linear_in_cpu_chunks`), so the gradients of a batch are as well. On a GPU, a batch of a model
-whose joints below its roots are screw joints runs as the fused Pallas kernels of `jaxmb.dynamics.fused` (talos
-with a fixed base 4.6x faster on an H200); derivatives keep the rule above.
+The per-body steps of the three passes are in `jaxmb.dynamics.ab_steps`; this module runs them as sweeps. Under
+`jax.vmap` on the CPU, a batch is computed in chunks of states with the batch as the last axis
+(`jaxmb.batching.vmap_in_cpu_chunks`; benchmarks/README.md, "Batch last"). The tangent map and its transpose are
+chunked the same way (`jaxmb.batching.linear_in_cpu_chunks`), so the gradients of a batch are as well. On a GPU, a
+batch of a model whose joints below its roots are screw joints runs as the fused Pallas kernels of
+`jaxmb.dynamics.fused` (benchmarks/README.md, "Results: GPU"); derivatives keep the rule above.
 """
 
 from typing import NamedTuple
@@ -34,12 +34,22 @@ from jax.custom_derivatives import SymbolicZero
 
 from jaxmb.batching import eager_jit, linear_in_cpu_chunks, live_tangents, of_live, vmap_in_cpu_chunks
 from jaxmb.dynamics import fused
+from jaxmb.dynamics.ab_steps import (
+    ToParent,
+    VelocityTerms,
+    acceleration_step,
+    articulated_step,
+    inertia_step,
+    innovations_step,
+    solve_log_det,  # noqa: F401  (re-exported: callers outside jaxmb.dynamics import the solves from here)
+    solve_small,  # noqa: F401
+)
 from jaxmb.dynamics.adjoint import newton_euler_vjp
 from jaxmb.dynamics.inverse import joint_forces
 from jaxmb.hinges import base_acceleration, body_inertias, hinge_map, hinge_motion, joint_poses
-from jaxmb.kinematics import _velocity_step
+from jaxmb.kinematics import velocity_step
 from jaxmb.model import check_shapes
-from jaxmb.spatial import cross_force, cross_motion, inverse3, mm, mv, phi, phi_congruence, phi_star, swap
+from jaxmb.spatial import cross_force, cross_motion, mv
 from jaxmb.sweeps import down, up
 
 
@@ -82,118 +92,20 @@ class ArticulatedBody(NamedTuple):
     qdd: jnp.ndarray
 
 
-def _ldl(D):
-    """``D = L diag(d) L*`` of a small symmetric positive definite ``D`` (..., n, n), unrolled: ``L[i, j]`` (i > j)
-    and ``d[j]`` as arrays (...). Elementwise operations only, so XLA vectorizes it over the batch, where a batched
-    LAPACK call loops over it."""
-    n = D.shape[-1]
-    L, d = {}, []
-    for j in range(n):
-        d.append(D[..., j, j] - sum(L[j, k] * L[j, k] * d[k] for k in range(j)))
-        for i in range(j + 1, n):
-            L[i, j] = (D[..., i, j] - sum(L[i, k] * L[j, k] * d[k] for k in range(j))) / d[j]
-    return L, d
-
-
-def _solve_blocks(D, x):
-    """`solve_log_det` for n = 6 by 3x3 blocks ``D = [[A, B], [B*, C]]``: the Schur complement ``S = A - B C^-1 B*``
-    eliminates ``C`` (the translational block of an articulated inertia, well conditioned), and
-    ``log det D = log det C + log det S``. Two 3x3 inverses and six small products in place of a 6x6 ``L D L*``,
-    whose 27 dependent scalars XLA compiles as about 20 loops: the talos ABA compiles 0.5-0.7 s faster at the same
-    speed and accuracy (benchmarks/README.md, "Compile time")."""
-    A, B, C = D[..., :3, :3], D[..., :3, 3:], D[..., 3:, 3:]
-    x1, x2 = x[..., :3, :], x[..., 3:, :]
-    Ci, det_C = inverse3(C)
-    BCi = mm(B, Ci)
-    S = A - mm(BCi, swap(B))
-    Si, det_S = inverse3(S)
-    z1 = mm(Si, x1 - mm(BCi, x2))  # S z1 = x1 - B C^-1 x2
-    z2 = mm(Ci, x2) - mm(swap(BCi), z1)  # z2 = C^-1 (x2 - B* z1), C symmetric
-    return jnp.concatenate([z1, z2], -2), jnp.log(det_C) + jnp.log(det_S)
-
-
-def solve_log_det(D, x):
-    """``(D^-1 x, log det D)`` for a small symmetric positive definite ``D`` (n, n) and ``x`` (n, c), from one
-    factorization: a division for the common n = 1, 3x3 blocks for a 6-dof joint (`_solve_blocks`), an unrolled
-    ``L D L*`` solve otherwise."""
-    n = D.shape[-1]
-    if n == 1:
-        return x / D, jnp.log(D[..., 0, 0])
-    if n == 6:
-        return _solve_blocks(D, x)
-    L, d = _ldl(D)
-    y = []
-    for i in range(n):  # L y = x
-        y.append(x[..., i, :] - sum(L[i, k][..., None] * y[k] for k in range(i)))
-    z = [None] * n
-    for i in reversed(range(n)):  # L* z = diag(d)^-1 y
-        z[i] = y[i] / d[i][..., None] - sum(L[k, i][..., None] * z[k] for k in range(i + 1, n))
-    return jnp.stack(z, -2), sum(jnp.log(dj) for dj in d)
-
-
-def solve_small(D, x):
-    """``D^-1 x`` for a small symmetric positive definite ``D`` (n, n) and ``x`` (n, c) (`solve_log_det`)."""
-    return solve_log_det(D, x)[0]
-
-
-def _gains(P, X_k, H_k, A_k, eps=None):
-    """What pass 1 derives from a body's articulated inertia ``P(k)`` (6, 6): ``D(k)``, the gain ``G(k)``, ``P+``,
-    ``tau_bar``, ``psi``, ``K`` and ``log det D``, and with the innovations ``eps`` (n,) also ``nu = D^-1 eps``,
-    from the same factors of ``D``. Returns ``(G, nu, log_det_D, D_rows, P_plus, tau_bar, psi, K)``, ``nu`` None
-    without ``eps``."""
-    n = H_k.shape[0]
-    PH = mm(P, H_k.T)  # P(k) H*(k)                                              (6, n)
-    D = mm(H_k, PH) + jnp.diag(A_k)  # D(k) = H(k) P(k) H*(k) + diag(armature(k))  (6.13)
-    rhs = PH.T if eps is None else jnp.concatenate([PH.T, eps[:, None]], 1)
-    Dinv, log_det_D = solve_log_det(D, rhs)  # D^-1 [H P, eps], one factorization
-    G = swap(Dinv[:, :6])  # G(k) = P(k) H*(k) D^-1(k), the Kalman gain  (6, n)
-    nu = None if eps is None else Dinv[:, 6]  # nu(k) = D^-1(k) eps(k)
-    tau_bar = jnp.eye(6, dtype=P.dtype) - mm(G, H_k)  # tau_bar(k) = I - G(k) H(k)            (6.16)
-    P_plus = P - mm(G, PH.T)  # P+(k) = tau_bar(k) P(k) = P - G H P
-    psi = swap(phi(X_k, swap(tau_bar)))  # psi(parent, k) = phi(parent, k) tau_bar(k)        (6.29)
-    K = phi(X_k, G.T)  # K(parent, k) = phi(parent, k) G(k), by columns                         (6.36)
-    D_rows = jnp.pad(D, ((0, 0), (0, 6 - n)))
-    return G, nu, log_det_D, D_rows, P_plus, tau_bar, psi, K
-
-
-def _articulated_step(children, X_k, M_k, a_k, b_k, H_k, T_k, A_k):
-    P_children, z_children = children
-    P = P_children + M_k  # P(k) = sum_j phi(k, j) P+(j) phi*(k, j) + M(k)          (6.28)
-    z = z_children + mv(P, a_k) + b_k  # z(k) = sum_j phi(k, j) z+(j) + P a(k) + b(k)    (7.42)
-    eps = T_k - mv(H_k, z)  # eps(k) = T(k) - H(k) z(k)
-    G, nu, log_det_D, D_rows, P_plus, tau_bar, psi, K = _gains(P, X_k, H_k, A_k, eps)
-    z_plus = z + mv(G, eps)  # z+(k) = z(k) + G(k) eps(k)
-    to_parent = (phi_congruence(X_k, P_plus), phi(X_k, z_plus))
-    return to_parent, (P, P_plus, tau_bar, psi, z, z_plus, log_det_D), (G.T, K, D_rows, eps, nu)
-
-
-def _inertia_step(P_children, X_k, M_k, H_k, A_k):
-    P = P_children + M_k  # (6.28)
-    G, _, log_det_D, D_rows, P_plus, tau_bar, psi, K = _gains(P, X_k, H_k, A_k)
-    return phi_congruence(X_k, P_plus), (P, P_plus, tau_bar, psi, log_det_D), (G.T, K, D_rows)
-
-
-def velocity_terms(model, q, qd, f_ext=None):
-    """Pass 0 of the forward dynamics: joint poses ``X``, hinge map ``H`` (nv, 6), body inertias ``M``
-    (nb, 6, 6), body velocities ``V`` and the Coriolis and gyroscopic terms ``a``, ``b`` (nb, 6), ``b`` less
-    ``f_ext``."""
+def velocity_terms(model, q, qd, f_ext=None) -> VelocityTerms:
+    """Pass 0 of the forward dynamics (Alg 7.2): ``V(k) = phi*(parent, k) V(parent) + H*(k) qd(k)`` by a down sweep
+    (`jaxmb.kinematics.velocity_step`), ``a(k) = V(k) x H*(k) qd(k)`` and ``b(k) = V-bar(k) M(k) V(k) - f_ext(k)``
+    (2.28), as `VelocityTerms`."""
     X = joint_poses(model, q)
     H = hinge_map(model)
     vJ = hinge_motion(model, H, qd)
-    V = down(model.topology, _velocity_step, jnp.zeros(6, X.p.dtype), X, vJ)
+    V = down(model.topology, velocity_step, jnp.zeros(6, X.p.dtype), X, vJ)
     M = body_inertias(model)
     a = cross_motion(V, vJ)  # a(k) = V(k) x H*(k) qd(k)
     b = cross_force(V, mv(M, V))  # b(k) = V-bar(k) M(k) V(k)
     if f_ext is not None:
         b = b - f_ext
-    return X, H, M, V, a, b
-
-
-def _acceleration_step(alpha_parent, X_k, a_k, G_k, nu_k, H_k):
-    alpha_plus = phi_star(X_k, alpha_parent)  # alpha+(k) = phi*(parent, k) alpha(parent)
-    qdd = nu_k - mv(G_k, alpha_plus)  # qdd(k) = nu(k) - G*(k) alpha+(k)            (7.31)
-    alpha = alpha_plus + mv(H_k.T, qdd) + a_k  # alpha(k) = alpha+(k) + H*(k) qdd(k) + a(k)
-    return alpha, qdd
+    return VelocityTerms(X=X, H=H, M=M, V=V, a=a, b=b)
 
 
 @eager_jit
@@ -206,14 +118,13 @@ def articulated_body(model, q, qd, tau, f_ext=None) -> ArticulatedBody:
     check_shapes(model, q=q, qd=qd, tau=tau, f_ext=f_ext)
     topo = model.topology
     X, H, M, V, a, b = velocity_terms(model, q, qd, f_ext)  # pass 0
-    zero = (jnp.zeros((6, 6), X.p.dtype), jnp.zeros(6, X.p.dtype))
-    body, dof = up(topo, _articulated_step, zero, X, M, a, b, dofs=(H, tau, model.armature))  # pass 1
-    P, P_plus, tau_bar, psi, z, z_plus, log_det_D = body
-    G, K, D, eps, nu = dof
-    alpha, qdd = down(topo, _acceleration_step, base_acceleration(model), X, a, dofs=(G, nu, H))  # pass 2
+    body, dof = up(topo, articulated_step, ToParent.zero(X.p.dtype), X, M, a, b,
+                   dofs=(H, tau, model.armature))  # pass 1
+    alpha, qdd = down(topo, acceleration_step, base_acceleration(model), X, a, dofs=(dof.G, dof.nu, H))  # pass 2
     alpha_plus = alpha - hinge_motion(model, H, qdd) - a
-    return ArticulatedBody(P, P_plus, tau_bar, psi, z, z_plus, V, a, b, alpha, alpha_plus, log_det_D, G, K, D, eps, nu,
-                           qdd)
+    return ArticulatedBody(P=body.P, P_plus=body.P_plus, tau_bar=body.tau_bar, psi=body.psi, z=body.z,
+                           z_plus=body.z_plus, V=V, a=a, b=b, alpha=alpha, alpha_plus=alpha_plus,
+                           log_det_D=body.log_det_D, G=dof.G, K=dof.K, D=dof.D, eps=dof.eps, nu=dof.nu, qdd=qdd)
 
 
 class ArticulatedInertias(NamedTuple):
@@ -238,17 +149,10 @@ def articulated_inertias(model, q) -> ArticulatedInertias:
     velocity sweep and residual forces, which XLA would compute on zeros at rest."""
     check_shapes(model, q=q)
     X, M = joint_poses(model, q), body_inertias(model)
-    body, dof = up(model.topology, _inertia_step, jnp.zeros((6, 6), X.p.dtype), X, M,
+    body, dof = up(model.topology, inertia_step, jnp.zeros((6, 6), X.p.dtype), X, M,
                    dofs=(hinge_map(model), model.armature))
-    return ArticulatedInertias(*body, *dof)
-
-
-def _innovations_step(z_children, X_k, H_k, G_k, D_k, x_k):
-    n = H_k.shape[0]
-    eps = x_k - mv(H_k, z_children)  # eps(k) = x(k) - H(k) z(k), z(k) = sum_j phi(k, j) z+(j)
-    nu = solve_small(D_k[:, :n], eps[:, None])[:, 0]  # nu(k) = D^-1(k) eps(k)
-    z_plus = z_children + mv(G_k.T, eps)  # z+(k) = z(k) + G(k) eps(k)
-    return phi(X_k, z_plus), z_plus, nu
+    return ArticulatedInertias(P=body.P, P_plus=body.P_plus, tau_bar=body.tau_bar, psi=body.psi,
+                               log_det_D=body.log_det_D, G=dof.G, K=dof.K, D=dof.D)
 
 
 def solve_factored(model, X, H, G, D, x):
@@ -257,8 +161,8 @@ def solve_factored(model, X, H, G, D, x):
     ``y = [I - H psi K]* nu``, whose body accelerations are ``phi* H* y``. Vectors only; symmetric in ``x``, as
     ``M^-1`` is."""
     topo, zero = model.topology, jnp.zeros(6, x.dtype)
-    _, nu = up(topo, _innovations_step, zero, X, dofs=(H, G, D, x))
-    alpha, y = down(topo, _acceleration_step, zero, X, jnp.zeros((model.nb, 6), x.dtype), dofs=(G, nu, H))
+    _, nu = up(topo, innovations_step, zero, X, dofs=(H, G, D, x))
+    alpha, y = down(topo, acceleration_step, zero, X, jnp.zeros((model.nb, 6), x.dtype), dofs=(G, nu, H))
     return y, alpha
 
 

@@ -1,24 +1,22 @@
 """The AB forward dynamics of a batch on the GPU as fused Pallas (Triton) kernels: Alg 7.2 on the screw joints
 (revolute, prismatic, helical) as three loops over the bodies inside one kernel, one state per lane.
 
-The level-scheduled sweeps (`jaxmb.sweeps`) run on the GPU as about 200 XLA kernels, each of which streams whole
-level arrays through the GPU's memory (benchmarks/README.md, "Results: GPU"). Here one program of a kernel computes
-the ABA of `BLOCK` states. A body's step is straight-line code on scalars: every symbol of the book is a Python list
-of scalars (a 6-vector 6 of them, a symmetric 6x6 inertia its 21 distinct entries), every scalar an array of `BLOCK`
-states, and products with the constants 0 and 1 are folded while tracing. The spatial algebra is therefore written
-again on such lists (`_phi_star`, `_phi_congruence`, ...): `jaxmb.spatial` works on stacked arrays, whose
-concatenates and slices a kernel of one state per lane would only build and take apart again. The body's
-parameters come by scalar loads; what the other bodies need (``X, V, a``, the sums ``P`` and ``z``, ``G, nu,
-alpha``) goes through a scratch memory with one column per state, so that a warp's loads and stores are coalesced.
-On an H200, talos with a fixed base (44 revolute joints) ran at 8.3e7 states/s at batch 262144 in float32, 4.6x the
-sweeps (benchmarks/README.md, "Results: GPU (H200), 2026-11-27").
+The level-scheduled sweeps (`jaxmb.sweeps`) run on the GPU as many XLA kernels, each of which streams whole level
+arrays through the GPU's memory. Here one program of a kernel computes the ABA of `BLOCK` states (benchmarks/
+README.md, "Fused kernels against the sweeps"). A body's step is straight-line code on scalars: every symbol of the
+book is a Python list of scalars (a 6-vector 6 of them, a symmetric 6x6 inertia its 21 distinct entries), every
+scalar an array of `BLOCK` states, and products with the constants 0 and 1 are folded while tracing. The spatial
+algebra on such lists is `jaxmb.spatial_scalar`, the twin of `jaxmb.spatial`, whose stacked arrays a kernel of one
+state per lane would only concatenate and slice apart again. The body's parameters come by scalar loads; what the
+other bodies need (``X, V, a``, the sums ``P`` and ``z``, ``G, nu, alpha``) goes through a scratch memory with one
+column per state, so that a warp's loads and stores are coalesced.
 
-Loops, not one unrolled program: Triton did not compile the talos ABA unrolled body by body (52k operations) in 7
-minutes, nor a free joint's 6x6 step inside the kernel in 3; the three loops over screw bodies compile in 20 s.
-So joints of other kinds are taken at roots only (a free or planar base, a spherical root), by XLA between two
-kernels with the sweeps' own steps (`jaxmb.dynamics.articulated`): their ``V`` before the first kernel (passes 0
-and 1), their ``P``, ``z``, ``qdd`` and ``alpha`` from the first kernel's sums before the second (pass 2). A tree
-with such a joint below a root takes the sweeps.
+Loops, not one unrolled program: Triton did not compile the talos ABA unrolled body by body, nor a free joint's
+6x6 step inside the kernel, in any usable time; the three loops over screw bodies compile (benchmarks/README.md,
+"Results: GPU" under "Findings"). So joints of other kinds are taken at roots only (a free or planar base, a
+spherical root), by XLA between two kernels with the sweeps' own per-body steps (`jaxmb.dynamics.ab_steps`): their
+``V`` before the first kernel (passes 0 and 1), their ``P``, ``z``, ``qdd`` and ``alpha`` from the first kernel's
+sums before the second (pass 2). A tree with such a joint below a root takes the sweeps.
 
 The recursions and conventions are those of `jaxmb.dynamics.articulated` (equation numbers as there): spatial
 vectors ``[angular; linear]`` in body coordinates, ``phi`` moving forces from child to parent, gravity as the
@@ -32,9 +30,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb import spatial_scalar as ss
+from jaxmb.dynamics.ab_steps import ToParent, VelocityTerms, acceleration_step, articulated_step
 from jaxmb.hinges import base_acceleration, body_inertias
 from jaxmb.joints import KINDS
 from jaxmb.spatial import Transform, compose, cross_force, cross_motion, mv
+from jaxmb.spatial_scalar import add, dot, mul, sub, symmetric, vadd
 
 ON_GPU = True
 """Batches of `jaxmb.forward_dynamics` on a GPU run as this module's kernels; False: as the level-scheduled sweeps
@@ -45,147 +46,6 @@ BLOCK = 128
 
 NUM_WARPS = 4
 """Warps per program: with `BLOCK` 128, one state per thread."""
-
-
-# -- scalar algebra, folding the constants 0.0 and 1.0 at trace time ------------------------------------------------
-
-
-def _is(x, c):
-    return isinstance(x, float) and x == c
-
-
-def _mul(a, b):
-    if _is(a, 0.0) or _is(b, 0.0):
-        return 0.0
-    if _is(a, 1.0):
-        return b
-    if _is(b, 1.0):
-        return a
-    return a * b
-
-
-def _add(*terms):
-    terms = [t for t in terms if not _is(t, 0.0)]
-    return functools.reduce(lambda s, t: s + t, terms) if terms else 0.0
-
-
-def _neg(a):
-    return 0.0 if _is(a, 0.0) else -a
-
-
-def _sub(a, b):
-    return _add(a, _neg(b))
-
-
-def _dot(u, v):
-    return _add(*map(_mul, u, v))
-
-
-def _col(A, j):
-    return [row[j] for row in A]
-
-
-def _T(A):
-    return [_col(A, j) for j in range(len(A[0]))]
-
-
-def _mv(A, x):
-    return [_dot(row, x) for row in A]
-
-
-def _mm(A, B):
-    return [[_dot(row, _col(B, j)) for j in range(len(B[0]))] for row in A]
-
-
-def _madd(A, B):
-    return [[_add(a, b) for a, b in zip(ra, rb)] for ra, rb in zip(A, B)]
-
-
-def _cross(a, b):
-    return [_sub(_mul(a[1], b[2]), _mul(a[2], b[1])), _sub(_mul(a[2], b[0]), _mul(a[0], b[2])),
-            _sub(_mul(a[0], b[1]), _mul(a[1], b[0]))]
-
-
-def _skew(p):
-    return [[0.0, _neg(p[2]), p[1]], [p[2], 0.0, _neg(p[0])], [_neg(p[1]), p[0], 0.0]]
-
-
-def _eye(n):
-    return [[1.0 if i == j else 0.0 for j in range(n)] for i in range(n)]
-
-
-def _symmetric(entry, n):
-    """An n x n symmetric matrix whose entry (i, j), i <= j, is ``entry(i, j)``: each computed once and shared by
-    (i, j) and (j, i)."""
-    S = [[None] * n for _ in range(n)]
-    for i in range(n):
-        for j in range(i, n):
-            S[i][j] = S[j][i] = entry(i, j)
-    return S
-
-
-def _rotated(R, A, symmetric):
-    """``R A R*`` (3x3), computed once per entry pair when ``A`` is symmetric."""
-    RA = _mm(R, A)
-    if symmetric:
-        return _symmetric(lambda i, j: _dot(RA[i], R[j]), 3)
-    return [[_dot(RA[i], R[j]) for j in range(3)] for i in range(3)]
-
-
-def _blocks(P):
-    return [row[:3] for row in P[:3]], [row[3:] for row in P[:3]], [row[3:] for row in P[3:]]
-
-
-def _from_blocks(A, B, C):
-    """The symmetric 6x6 ``[[A, B], [B*, C]]`` of symmetric ``A`` and ``C``."""
-    return [A[i] + B[i] for i in range(3)] + [_col(B, i) + C[i] for i in range(3)]
-
-
-# -- rigid transforms: X = (R, p), the pose of the body frame in its parent's (jaxmb.spatial) ------------------------
-
-
-def _phi_star(R, p, V):
-    """``phi*(parent, k) V``: a motion vector from parent to child coordinates (1.33)."""
-    w, v = V[:3], V[3:]
-    Rt = _T(R)
-    return _mv(Rt, w) + _mv(Rt, [_sub(a, b) for a, b in zip(v, _cross(p, w))])
-
-
-def _phi(R, p, f):
-    """``phi(parent, k) f``: a force from child to parent coordinates (1.47)."""
-    n, F = _mv(R, f[:3]), _mv(R, f[3:])
-    return [_add(a, b) for a, b in zip(n, _cross(p, F))] + F
-
-
-def _phi_congruence(R, p, P):
-    """``phi P phi*``, symmetric, by 3x3 blocks as `jaxmb.spatial.phi_congruence` (2.12, 6.28)."""
-    Pa, Pb, Pc = _blocks(P)
-    Pa, Pb, Pc = _rotated(R, Pa, True), _rotated(R, Pb, False), _rotated(R, Pc, True)
-    T = _skew(p)
-    TPc, TPbt = _mm(T, Pc), _mm(T, _T(Pb))
-    top_left = _symmetric(lambda i, j: _add(Pa[i][j], TPbt[i][j], TPbt[j][i], _dot(TPc[i], T[j])), 3)
-    return _from_blocks(top_left, _madd(Pb, TPc), Pc)
-
-
-def _cross_motion(V, m):
-    w, v = V[:3], V[3:]
-    return _cross(w, m[:3]) + [_add(a, b) for a, b in zip(_cross(w, m[3:]), _cross(v, m[:3]))]
-
-
-def _cross_force(V, f):
-    w, v = V[:3], V[3:]
-    return [_add(a, b) for a, b in zip(_cross(w, f[:3]), _cross(v, f[3:]))] + _cross(w, f[3:])
-
-
-def _screw_transform(q, axis, coef):
-    """``(R, p)`` of a screw joint's motion: a rotation by ``c_w q`` about the axis (Rodrigues) and a translation
-    ``c_v q`` along it (`jaxmb.joints`)."""
-    ax = _skew(axis)
-    angle = _mul(coef[0], q)
-    s, c = jnp.sin(angle), jnp.cos(angle)
-    R = _madd(_madd(_eye(3), [[_mul(s, x) for x in row] for row in ax]),
-              [[_mul(1.0 - c, x) for x in row] for row in _mm(ax, ax)])
-    return R, [_mul(a, _mul(coef[1], q)) for a in axis]
 
 
 # -- the model's parameters, the tree and the scratch memory ----------------------------------------------------------
@@ -268,39 +128,40 @@ class _Body:
         o = k * _PER_BODY
         self.axis = [theta[o + 12 + j] for j in range(3)]
         self.coef = [theta[o + 15 + j] for j in range(2)]
-        self.H = [_mul(self.coef[0], a) for a in self.axis] + [_mul(self.coef[1], a) for a in self.axis]
+        self.H = [mul(self.coef[0], a) for a in self.axis] + [mul(self.coef[1], a) for a in self.axis]
 
     def placement(self):
-        """``X_tree(k)`` as ``(R, p)``."""
+        """``X_tree(k)``, a `Transform` of lists."""
         o, theta = self.k * _PER_BODY, self.refs.theta
-        return [[theta[o + 3 * i + j] for j in range(3)] for i in range(3)], [theta[o + 9 + i] for i in range(3)]
+        R = [[theta[o + 3 * i + j] for j in range(3)] for i in range(3)]
+        return Transform(R, [theta[o + 9 + i] for i in range(3)])
 
     def inertia(self):
         """``M(k)``, symmetric 6x6."""
         o = self.k * _PER_BODY + 17
         upper = {ij: self.refs.theta[o + n] for n, ij in enumerate(_UPPER)}
-        return _symmetric(lambda i, j: upper[(i, j)], 6)
+        return symmetric(lambda i, j: upper[(i, j)], 6)
 
 
 def _pose(X):
-    return [X[0:3], X[3:6], X[6:9]], X[9:12]
+    """The `Transform` of lists stored in the 12 scratch rows ``X``: ``R`` by rows, then ``p``."""
+    return Transform([X[0:3], X[3:6], X[6:9]], X[9:12])
 
 
 def _velocity_step(refs, body):
     """Pass 0 (down): ``X(k)``, ``V(k) = phi*(parent, k) V(parent) + H*(k) qd(k)``, ``a(k)``, ``b(k)`` (the start of
     the sum ``z``); clears the sum ``P``."""
     mem, m = refs.mem, refs.scratch
-    R_J, p_J = _screw_transform(refs.q[body.q0, :], body.axis, body.coef)
-    R_tree, p_tree = body.placement()
-    R, p = _mm(R_tree, R_J), [_add(t, r) for t, r in zip(p_tree, _mv(R_tree, p_J))]  # X_tree X_J
-    vJ = [_mul(h, refs.qd[body.v0, :]) for h in body.H]  # H*(k) qd(k)
-    V = [_add(x, y) for x, y in zip(_phi_star(R, p, m.rows(mem, "V", body.parent)), vJ)]
-    b = _cross_force(V, _mv(body.inertia(), V))  # b(k) = V-bar(k) M(k) V(k)
+    X_J = ss.screw_transform(refs.q[body.q0, :], body.axis, body.coef)
+    X = ss.compose(body.placement(), X_J)  # X_tree X_J
+    vJ = [mul(h, refs.qd[body.v0, :]) for h in body.H]  # H*(k) qd(k)
+    V = vadd(ss.phi_star(X, m.rows(mem, "V", body.parent)), vJ)
+    b = ss.cross_force(V, ss.mv(body.inertia(), V))  # b(k) = V-bar(k) M(k) V(k)
     if refs.f_ext is not None:
-        b = [_sub(x, refs.f_ext[6 * body.k + i, :]) for i, x in enumerate(b)]
-    m.write(mem, "X", body.k, [x for row in R for x in row] + p)
+        b = [sub(x, refs.f_ext[6 * body.k + i, :]) for i, x in enumerate(b)]
+    m.write(mem, "X", body.k, [x for row in X.R for x in row] + X.p)
     m.write(mem, "V", body.k, V)
-    m.write(mem, "a", body.k, _cross_motion(V, vJ))  # a(k) = V(k) x H*(k) qd(k)
+    m.write(mem, "a", body.k, ss.cross_motion(V, vJ))  # a(k) = V(k) x H*(k) qd(k)
     m.write(mem, "P", body.k, [0.0] * 21)
     m.write(mem, "z", body.k, b)
 
@@ -309,35 +170,35 @@ def _articulated_step(refs, body):
     """Pass 1 (up): ``P(k)``, ``z(k)``, the gain ``G(k)`` and ``nu(k)``; ``P+`` and ``z+`` added to the parent's
     sums (a root's to the world's, never read)."""
     mem, m = refs.mem, refs.scratch
-    R, p = _pose(m.rows(mem, "X", body.k))
+    X = _pose(m.rows(mem, "X", body.k))
     M, P_children = body.inertia(), dict(zip(_UPPER, m.rows(mem, "P", body.k)))
-    P = _symmetric(lambda i, j: _add(M[i][j], P_children[(i, j)]), 6)  # (6.28)
-    z = [_add(x, y) for x, y in zip(_mv(P, m.rows(mem, "a", body.k)), m.rows(mem, "z", body.k))]  # (7.42)
-    PH = _mv(P, body.H)  # P(k) H*(k)
-    D = _add(_dot(body.H, PH), refs.theta[refs.topo.nb * _PER_BODY + body.v0])  # H P H* + armature (6.13)
+    P = symmetric(lambda i, j: add(M[i][j], P_children[(i, j)]), 6)  # (6.28)
+    z = vadd(ss.mv(P, m.rows(mem, "a", body.k)), m.rows(mem, "z", body.k))  # (7.42)
+    PH = ss.mv(P, body.H)  # P(k) H*(k)
+    D = add(dot(body.H, PH), refs.theta[refs.topo.nb * _PER_BODY + body.v0])  # H P H* + armature (6.13)
     D_inv = 1.0 / D
-    eps = _sub(refs.tau[body.v0, :], _dot(body.H, z))  # eps(k) = T(k) - H(k) z(k)
-    G = [_mul(x, D_inv) for x in PH]  # G(k) = P H* D^-1, the Kalman gain
-    nu = _mul(eps, D_inv)  # nu(k) = D^-1(k) eps(k)
+    eps = sub(refs.tau[body.v0, :], dot(body.H, z))  # eps(k) = T(k) - H(k) z(k)
+    G = [mul(x, D_inv) for x in PH]  # G(k) = P H* D^-1, the Kalman gain
+    nu = mul(eps, D_inv)  # nu(k) = D^-1(k) eps(k)
     m.write(mem, "G", body.v0, G)
     m.write(mem, "nu", body.v0, [nu])
-    P_plus = _symmetric(lambda i, j: _sub(P[i][j], _mul(G[i], PH[j])), 6)  # P+(k) = P - G H P
-    z_plus = [_add(z_i, _mul(g, eps)) for z_i, g in zip(z, G)]  # z+(k) = z(k) + G(k) eps(k)
-    to_P, to_z = _phi_congruence(R, p, P_plus), _phi(R, p, z_plus)
+    P_plus = symmetric(lambda i, j: sub(P[i][j], mul(G[i], PH[j])), 6)  # P+(k) = P - G H P
+    z_plus = [add(z_i, mul(g, eps)) for z_i, g in zip(z, G)]  # z+(k) = z(k) + G(k) eps(k)
+    to_P, to_z = ss.phi_congruence(X, P_plus), ss.phi(X, z_plus)
     sum_P = m.rows(mem, "P", body.parent)
-    m.write(mem, "P", body.parent, [_add(x, to_P[i][j]) for x, (i, j) in zip(sum_P, _UPPER)])
-    m.write(mem, "z", body.parent, [_add(x, y) for x, y in zip(m.rows(mem, "z", body.parent), to_z)])
+    m.write(mem, "P", body.parent, [add(x, to_P[i][j]) for x, (i, j) in zip(sum_P, _UPPER)])
+    m.write(mem, "z", body.parent, vadd(m.rows(mem, "z", body.parent), to_z))
 
 
 def _acceleration_step(refs, body):
     """Pass 2 (down): ``alpha+(k) = phi*(parent, k) alpha(parent)``, ``qdd(k) = nu(k) - G*(k) alpha+(k)`` (7.31),
     ``alpha(k) = alpha+(k) + H*(k) qdd(k) + a(k)``; ``alpha`` is the second kernel's own scratch (6 rows a slot)."""
     mem, m = refs.mem, refs.scratch
-    R, p = _pose(m.rows(mem, "X", body.k))
-    alpha_plus = _phi_star(R, p, [refs.alpha[6 * body.parent + i, :] for i in range(6)])
-    qdd = _sub(m.rows(mem, "nu", body.v0)[0], _dot(m.rows(mem, "G", body.v0), alpha_plus))
+    X = _pose(m.rows(mem, "X", body.k))
+    alpha_plus = ss.phi_star(X, [refs.alpha[6 * body.parent + i, :] for i in range(6)])
+    qdd = sub(m.rows(mem, "nu", body.v0)[0], dot(m.rows(mem, "G", body.v0), alpha_plus))
     refs.qdd[body.v0, :] = qdd
-    alpha = [_add(x, _mul(h, qdd), y) for x, h, y in zip(alpha_plus, body.H, m.rows(mem, "a", body.k))]
+    alpha = [add(x, mul(h, qdd), y) for x, h, y in zip(alpha_plus, body.H, m.rows(mem, "a", body.k))]
     for i, x in enumerate(alpha):
         refs.alpha[6 * body.k + i, :] = x
 
@@ -365,7 +226,8 @@ def _sweep(refs, step, n, reverse=False):
 
 
 def _root_motion(model, k, q, qd, f_ext):
-    """Pass 0 of root ``k`` for one state: ``(X, H, M, V, a, b)``, ``V = H* qd`` since the world is at rest."""
+    """Pass 0 of root ``k`` for one state, as `jaxmb.dynamics.ab_steps.VelocityTerms` of that body:
+    ``V = H* qd`` since the world is at rest."""
     topo = model.topology
     kind = KINDS[topo.kinds[k]]
     q_k = q[topo.q_offset[k]:topo.q_offset[k] + kind.nq]
@@ -374,18 +236,18 @@ def _root_motion(model, k, q, qd, f_ext):
     H, M = kind.hinge_map(model.axis[k], model.coef[k]), body_inertias(model)[k]
     V = mv(H.T, qd_k)
     b = cross_force(V, mv(M, V))
-    return X, H, M, V, cross_motion(V, V), b if f_ext is None else b - f_ext[k]  # a(k) = V(k) x H*(k) qd(k)
+    return VelocityTerms(X=X, H=H, M=M, V=V, a=cross_motion(V, V),  # a(k) = V(k) x H*(k) qd(k)
+                         b=b if f_ext is None else b - f_ext[k])
 
 
 def _root_accelerations(model, k, motion, P_children, z_children, tau):
-    """Passes 1 and 2 of root ``k`` for one state, by `jaxmb.dynamics.articulated`'s steps: ``(alpha, qdd)``."""
-    from jaxmb.dynamics.articulated import _acceleration_step as step_2, _articulated_step as step_1
-
+    """Passes 1 and 2 of root ``k`` for one state, by the sweeps' own steps (`jaxmb.dynamics.ab_steps`), from its
+    pass 0 ``motion`` (`_root_motion`) and its children's sums: `jaxmb.dynamics.ab_steps.Acceleration`."""
     topo = model.topology
-    X, H, M, _, a, b = motion
-    v = slice(topo.v_offset[k], topo.v_offset[k] + H.shape[0])
-    _, _, (G, _, _, _, nu) = step_1((P_children, z_children), X, M, a, b, H, tau[v], model.armature[v])
-    return step_2(base_acceleration(model), X, a, G, nu, H)
+    v = slice(topo.v_offset[k], topo.v_offset[k] + motion.H.shape[0])
+    gains = articulated_step(ToParent(P=P_children, z=z_children), motion.X, motion.M, motion.a, motion.b, motion.H,
+                             tau[v], model.armature[v]).coordinates
+    return acceleration_step(base_acceleration(model), motion.X, motion.a, gains.G, gains.nu, motion.H)
 
 
 def _pow2(n):
@@ -474,7 +336,7 @@ def batched_accelerations(model, q, qd, tau, f_ext=None, interpret=False):
         passes_0_1(_Refs(topo, theta_ref, tables_ref, mem_ref, q_ref, qd_ref, tau_ref, f_ref[0] if f_ref else None),
                    V_ref)
 
-    V_roots = rows(jnp.stack([motion[k][3] for k in plan.roots], 1))
+    V_roots = rows(jnp.stack([motion[k].V for k in plan.roots], 1))
     (mem,) = call(up, states + [V_roots], [n_mem], "fused_aba_up")
     alpha_roots, qdd_roots = [], []
     for k in plan.roots:
