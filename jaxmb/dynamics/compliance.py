@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.dynamics.articulated import solve_small
+from jaxmb.dynamics.ab_steps import solve_small
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.batching import place_rows, take_rows
 from jaxmb.spatial import Transform, mm, phi, swap

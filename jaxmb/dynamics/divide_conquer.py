@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.batching import eager_jit, take_rows
-from jaxmb.dynamics.articulated import solve_small
+from jaxmb.dynamics.ab_steps import solve_small
 from jaxmb.hinges import (
     base_acceleration,
     body_inertias,
@@ -144,8 +144,34 @@ def _joint_solve(Kinv, G, Einv, r, T):
     return qdd, mv(G, qdd) - mv(Kinv, r)  # f = K^-1 (H* qdd - r)
 
 
+class Handles(NamedTuple):
+    """A subchain's two-handle operational-space quantities (10.46): the compliances ``Lambda_11``, ``Lambda_12``,
+    ``Lambda_22`` (6, 6) between its first body (handle 1) and its last (handle 2), and the free accelerations
+    ``C_1``, ``C_2`` (6,) of its handles, each in its handle's coordinates."""
+
+    L11: jnp.ndarray
+    L12: jnp.ndarray
+    L22: jnp.ndarray
+    C1: jnp.ndarray
+    C2: jnp.ndarray
+
+
+class PairFactors(NamedTuple):
+    """What `_assemble` keeps of one pair for `_back`: ``Lambda_12`` of A moved to B's handle-1 frame and
+    ``Lambda_12`` of B (6, 6), the joint's ``K^-1`` (6, 6), ``G = K^-1 H*`` (6, p), ``E^-1`` (p, p) (`_hinge`) and the
+    handle mismatch ``r0`` (6,) at zero handle forces."""
+
+    A12: jnp.ndarray
+    B12: jnp.ndarray
+    Kinv: jnp.ndarray
+    G: jnp.ndarray
+    Einv: jnp.ndarray
+    r0: jnp.ndarray
+
+
 def _assemble(A, B, X, H, armature, T):
-    """Lemma 10.6 for one pair: A's last body joined to B's first body by the joint of pose ``X``."""
+    """Lemma 10.6 for one pair: A's last body joined to B's first body by the joint of pose ``X``; ``A``, ``B``
+    `Handles`. Returns the joined subchain's `Handles` and the pair's `PairFactors`."""
     A11, A12, A22, a1, a2 = A
     B11, B12, B22, b1, b2 = B
     A12 = phi_star(X, A12)  # Lambda_12(A) phi(X): A's handle 2 in B's handle-1 frame   (10.16)
@@ -164,7 +190,8 @@ def _assemble(A, B, X, H, armature, T):
     C22 = B22 - mm(swap(B12), mm(W, B12))  # Lambda_22(C) = Lambda_22(B) - Lambda_21(B) W Lambda_12(B)
     c1 = a1 - mv(A12, f0)  # C_1(C) = C_1(A) - Lambda_12(A) f0     (10.48)
     c2 = b2 + mv(swap(B12), f0)  # C_2(C) = C_2(B) + Lambda_21(B) f0
-    return (C11, C12, C22, c1, c2), (A12, B12, Kinv, G, Einv, r0)
+    return (Handles(L11=C11, L12=C12, L22=C22, C1=c1, C2=c2),
+            PairFactors(A12=A12, B12=B12, Kinv=Kinv, G=G, Einv=Einv, r0=r0))
 
 
 def _back(F1, F2, X, saved, T):
@@ -206,7 +233,7 @@ def forward_dynamics_dc(model, q, qd, tau, f_ext=None):
     X, H, a, b = _chain_terms(model, q, qd, f_ext)
     Y = jax.vmap(_inertia_inverse)(model.mass, model.com, model.inertia)  # leaves: Lambda = M^-1
     c = -mv(Y, b)  # the free acceleration M^-1 (f_ext - b)
-    sub = (Y, Y, Y, c - a, c)  # (Lambda_11, Lambda_12, Lambda_22, C_1, C_2) of each body   (10.46)
+    sub = Handles(L11=Y, L12=Y, L22=Y, C1=c - a, C2=c)  # the handles of each body   (10.46)
     dtype = Y.dtype
     H_pad = jnp.concatenate([H, jnp.zeros((1, 6), dtype)])
     A_pad = jnp.concatenate([model.armature, jnp.ones(1, dtype)])
@@ -223,8 +250,8 @@ def forward_dynamics_dc(model, q, qd, tau, f_ext=None):
     # ground connection (10.53): K = Lambda_11 of the chain, C_2(world) = phi*(X(0)) alpha(world)
     n0 = model.topology.nv_body[0]
     X0 = jax.tree.map(lambda x: x[0], X)
-    r0 = sub[3][0] - phi_star(X0, base_acceleration(model))
-    qdd0, f0 = _joint_solve(*_hinge(sub[0][0], H[:n0], model.armature[:n0]), r0, tau[:n0])  # the tip: f_2 = 0
+    r0 = sub.C1[0] - phi_star(X0, base_acceleration(model))
+    qdd0, f0 = _joint_solve(*_hinge(sub.L11[0], H[:n0], model.armature[:n0]), r0, tau[:n0])  # the tip: f_2 = 0
 
     F1, F2 = f0[None], jnp.zeros((1, 6), dtype)  # handle forces of the whole chain
     qdds = [qdd0]

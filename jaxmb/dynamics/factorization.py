@@ -24,7 +24,8 @@ from jaxmb.batching import (
     take_rows,
     vmap_in_cpu_chunks,
 )
-from jaxmb.dynamics.articulated import articulated_inertias, forward_dynamics, solve_factored, solve_small
+from jaxmb.dynamics.ab_steps import solve_small
+from jaxmb.dynamics.articulated import articulated_inertias, forward_dynamics, solve_factored
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.model import check_shapes
 from jaxmb.sweeps import ancestor_walk
@@ -81,8 +82,8 @@ _mass_matrix_inverse_in_chunks = in_cpu_chunks(_mass_matrix_inverse)
 @eager_jit
 def mass_matrix_inverse(model, q):
     """``M(q)^-1`` (nv, nv) from the factors: ``[I - H psi K]* D^-1 [I - H psi K]`` (7.18). Under ``jax.vmap`` on
-    the CPU a batch is computed in chunks with the batch last (`jaxmb.batching.in_cpu_chunks`): talos at batch 4096
-    in float32 in 30 against 61 us/state."""
+    the CPU a batch is computed in chunks with the batch last (`jaxmb.batching.in_cpu_chunks`; benchmarks/README.md,
+    "Batch last")."""
     check_shapes(model, q=q)
     return _mass_matrix_inverse_in_chunks(model, q)
 
@@ -112,13 +113,13 @@ def _common_ancestor_product(topology, A, B):
     columns of i's joint and its descendants), when ``A* B`` is symmetric.
 
     Entry (a, b) sums ``A(k, a) B(k, b)`` over the coordinates k common to the ancestors-or-self of a and b (none
-    for two limbs of a fixed base): for talos 9 770 products where the dense product makes 125 000, and a batch of
-    50x50 products costs XLA's CPU as much as the rest of ``M^-1``. The upper entries with the same number of
-    terms form a group: a gather of their terms and a sum of slices; the groups' values are then mirrored into
-    the matrix. Fewer, padded groups ran 3-5x slower. Gathers cost more than the products they save on small
-    trees and chains, which take the dense product (`SPARSITY`), and so does every backend but the CPU: a GPU runs
-    batched small products well and gathers badly (talos float32 explicit ``M^-1``: 0.74 us/state with the dense
-    product on an H100, 1.47 with the groups on an H200, whose memory is the faster; benchmarks/README.md)."""
+    for two limbs of a fixed base): on a tree with many limbs, such as talos, far fewer products than the dense
+    ``nv^3``, whose batch of nv x nv products costs XLA's CPU as much as the rest of ``M^-1``. The upper entries
+    with the same number of terms form a group: a gather of their terms and a sum of slices; the groups' values
+    are then mirrored into the matrix. Fewer, padded groups ran slower. Gathers cost more than the products they
+    save on small trees and chains, which take the dense product (`SPARSITY`), and so does every backend but the
+    CPU: a GPU runs batched small products well and gathers badly (benchmarks/README.md, "The mass-matrix inverse
+    over common ancestors")."""
     terms = _common_ancestor_terms(topology)
     if terms is None or jax.default_backend() != "cpu":
         return A.T @ B
@@ -134,7 +135,8 @@ def _common_ancestor_product(topology, A, B):
 
 SPARSITY = 8
 """`_common_ancestor_product` gathers its terms where they are fewer than ``nv^3 / SPARSITY``, the dense product's
-(talos: 12.8x fewer; panda 3.8x, go1 5.5x and any chain about 6x take the dense product)."""
+(a tree of many limbs such as talos gathers; a chain, whose terms are about a sixth of ``nv^3``, and small
+trees such as panda and go1 take the dense product)."""
 
 
 @cache
@@ -182,7 +184,7 @@ def _at_rest_without_gravity(model, q, x):
 
 def _inverse_times_jvp(primals, tangents):
     """The derivatives of `_at_rest_without_gravity`, by the implicit function theorem on Newton-Euler; autodiff
-    through the factors' sweeps took 1.6x the time (talos' gradient, float32)."""
+    through the factors' sweeps is slower (benchmarks/README.md, "Gradients by the implicit function theorem")."""
     live, dots = live_tangents(primals, tangents)
     if not live:
         y = _inverse_times(*primals)

@@ -13,17 +13,44 @@ Down sweep: alpha+ = phi* alpha(parent);   qdd = m qdd_given + nu - G_f* alpha+;
 Forces:     f(k) = P+ alpha+ + z+ (eq. 18);   T = H f + armature qdd on every coordinate.
 """
 
+from typing import NamedTuple
+
 import jax.numpy as jnp
 
 from jaxmb.batching import eager_jit, in_cpu_chunks
-from jaxmb.dynamics.articulated import solve_small, velocity_terms
+from jaxmb.dynamics.ab_steps import Acceleration, ToParent, solve_small
+from jaxmb.dynamics.articulated import velocity_terms
 from jaxmb.hinges import base_acceleration, hinge_motion, hinge_project
 from jaxmb.model import check_shapes
 from jaxmb.spatial import mm, mv, phi, phi_congruence, phi_star
 from jaxmb.sweeps import down, up
 
 
+class HybridBody(NamedTuple):
+    """What the hybrid up sweep keeps of a body for its forces: ``P+`` (6, 6) and ``z+`` (6,)."""
+
+    P_plus: jnp.ndarray
+    z_plus: jnp.ndarray
+
+
+class HybridGains(NamedTuple):
+    """What the hybrid up sweep keeps of a joint's n coordinates: the gain rows ``G`` (n, 6), zero for prescribed
+    coordinates, and ``nu = D_f^-1 eps`` (n,)."""
+
+    G: jnp.ndarray
+    nu: jnp.ndarray
+
+
+class HybridStep(NamedTuple):
+    """`_hybrid_step`'s result: ``(to_parent, body, coordinates)``, as `jaxmb.sweeps.up` takes it."""
+
+    to_parent: ToParent
+    body: HybridBody
+    coordinates: HybridGains
+
+
 def _hybrid_step(children, X_k, M_k, a_k, b_k, H_k, u_k, m_k, A_k):
+    """The up sweep (module docstring) at body k, from its children's sums `ToParent`."""
     P_children, z_children = children
     P = P_children + M_k  # (6.28)
     z = z_children + mv(P, a_k + mv(H_k.T, m_k * u_k)) + b_k  # prescribed accelerations enter z (Alg 16.2)
@@ -36,21 +63,23 @@ def _hybrid_step(children, X_k, M_k, a_k, b_k, H_k, u_k, m_k, A_k):
     nu = Dinv[:, 6]
     P_plus = P - mm(G, PH.T)
     z_plus = z + mv(G, eps)
-    return (phi_congruence(X_k, P_plus), phi(X_k, z_plus)), (P_plus, z_plus), (G.T, nu)
+    return HybridStep(to_parent=ToParent(P=phi_congruence(X_k, P_plus), z=phi(X_k, z_plus)),
+                      body=HybridBody(P_plus=P_plus, z_plus=z_plus), coordinates=HybridGains(G=G.T, nu=nu))
 
 
 def _hybrid_acceleration_step(alpha_parent, X_k, a_k, G_k, nu_k, H_k, u_k, m_k):
+    """The down sweep (module docstring) at body k: `jaxmb.dynamics.ab_steps.Acceleration`."""
     alpha_plus = phi_star(X_k, alpha_parent)
     qdd = m_k * u_k + nu_k - mv(G_k, alpha_plus)  # prescribed: given; free: nu - G* alpha+  (7.31)
     alpha = alpha_plus + mv(H_k.T, qdd) + a_k
-    return alpha, qdd
+    return Acceleration(alpha=alpha, qdd=qdd)
 
 
 def _hybrid(model, q, qd, u, m, f_ext):
     topo = model.topology
     X, H, M, _, a, b = velocity_terms(model, q, qd, f_ext)
-    zero = (jnp.zeros((6, 6), X.p.dtype), jnp.zeros(6, X.p.dtype))
-    (P_plus, z_plus), (G, nu) = up(topo, _hybrid_step, zero, X, M, a, b, dofs=(H, u, m, model.armature))
+    (P_plus, z_plus), (G, nu) = up(topo, _hybrid_step, ToParent.zero(X.p.dtype), X, M, a, b,
+                                   dofs=(H, u, m, model.armature))
     alpha, qdd = down(topo, _hybrid_acceleration_step, base_acceleration(model), X, a, dofs=(G, nu, H, u, m))
     alpha_plus = alpha - hinge_motion(model, H, qdd) - a
     f = mv(P_plus, alpha_plus) + z_plus  # f(k) = P+(k) alpha+(k) + z+(k)   (eq. 18)

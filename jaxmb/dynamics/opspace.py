@@ -36,7 +36,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.batching import eager_jit, full_precision, in_cpu_chunks
-from jaxmb.dynamics.articulated import articulated_body, articulated_inertias, solve_small
+from jaxmb.dynamics.ab_steps import solve_small
+from jaxmb.dynamics.articulated import articulated_body, articulated_inertias
 from jaxmb.dynamics.compliance import compliance, walk_task_columns
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.kinematics import forward_kinematics, frame_poses, jacobian_rows
