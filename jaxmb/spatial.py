@@ -16,10 +16,11 @@ Conventions, fixed once for the whole library:
 Small matrix products (`mm`, `mv`, `dot`) are never batched `dot_general`s. They are JAX primitives of their own,
 lowered per backend. On the CPU they are sums over the inner index of elementwise products, with no reduction op:
 XLA turns them into vectorized elementwise loops, where a broadcast-multiply-`reduce` of 3x3 or 6x6 matrices runs
-10-30x slower. On a GPU the broadcast-multiply-`reduce` form is as fast forward, 1.5x faster in reverse mode and
-compiles faster, so it is kept there. Being primitives, their derivatives are products again (``d(A B) = dA B +
-A dB``, transposed as ``ct B*`` and ``A* ct``): automatic differentiation through the unrolled sums would turn every
-slice into a pad and every broadcast into a reduction, and made gradients 4x slower (benchmarks/README.md).
+as scalar loops (benchmarks/README.md, "Where the time goes"). On a GPU the broadcast-multiply-`reduce` form is as
+fast forward, faster in reverse mode and compiles faster, so it is kept there. Being primitives, their derivatives
+are products again (``d(A B) = dA B + A dB``, transposed as ``ct B*`` and ``A* ct``): automatic differentiation
+through the unrolled sums would turn every slice into a pad and every broadcast into a reduction (benchmarks/
+README.md, "Small products as primitives").
 """
 
 import functools
@@ -230,8 +231,9 @@ def phi_congruence(A: Transform, P):
         phi P phi* = [[Pa' + p~ Pb'* + Pb' p~* + p~ Pc' p~*,  Pb' + p~ Pc'],
                       [(Pb' + p~ Pc')*,                       Pc'        ]]
 
-    Ten 3x3 products, symmetric by construction. With the products as primitives this is as fast as two dense 6x6
-    products forward and 15-20% faster in reverse mode on the XLA CPU backend (benchmarks/README.md).
+    Ten 3x3 products, symmetric by construction: with the products as primitives, on the XLA CPU backend, as fast
+    as two dense 6x6 products forward and faster in reverse mode (benchmarks/README.md, "Small products as
+    primitives"). `jaxmb.spatial_scalar.phi_congruence` is its twin on lists of scalars.
     """
     R, T = A.R, skew(A.p)
     Pa, Pb, Pc = (mm(mm(R, X), swap(R)) for X in (P[..., :3, :3], P[..., :3, 3:], P[..., 3:, 3:]))

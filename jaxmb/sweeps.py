@@ -13,16 +13,16 @@ each level is one `vmap` of the per-body ``step`` over a contiguous range of bod
 body, as the book's recursion. The world is a virtual parent row: `down` hands ``root`` to the first level, `up`
 drops what the first level sends to the world. A sweep cuts its inputs into the levels' ranges with one
 `lax.split`, whose transpose is one concatenate: with a slice per level, a gradient would pad each level's
-cotangent to all nb rows and add the pads (talos: Newton-Euler's gradient 1.4x faster, benchmarks/README.md).
+cotangent to all nb rows and add the pads.
 
 Runs of levels in which every body has at most one child (the limbs of a robot, a long chain) are *chain
 segments* (`jaxmb.topology.Segment`): one `lax.scan` over their levels, each chain in a fixed slot, so the
-step is traced and compiled once per run instead of once per level. A 32-body chain compiles in ~1.4 s instead
-of ~42 s, and the talos ABA in ~6 s instead of ~10 s, at the same throughput (benchmarks/README.md).
+step is traced and compiled once per run instead of once per level: a chain's compile time does not grow with its
+length, at the same throughput (benchmarks/README.md, "Chain segments").
 
 Arguments come in two shapes: ``args`` have a leading body axis (nb, ...), ``dofs`` a leading velocity-coordinate
 axis (nv, ...). A step that takes ``dofs`` sees them per body as (nv_k, ...); the level is then split into its
-groups of equal nv_k (`jaxmb.topology.Group`) and the step also returns per-body coordinate outputs.
+groups of equal nv_k (`jaxmb.topology.Group`) and the step also gives per-body coordinate outputs.
 """
 
 from functools import partial

@@ -29,10 +29,9 @@ of ``H* qdd`` (``alpha_bar``), of ``H`` in ``T = H f`` (``w f*``) and of ``f_ext
 the model leaves through the joint poses, hinge map and inertias. The adjoint is differentiable itself, so second
 derivatives differentiate it.
 
-Reverse mode through the sweeps recomputes Newton-Euler, keeps its residuals and transposes every step. On talos
-(float32, batch 4096, 2-core CPU) the adjoint takes the Newton-Euler gradient from 11.1-11.3 to 9.0-9.6 us/state
-and its compile from 8.5 to 3.6 s, and the forward dynamics' gradient from 22.4 to 18.8-20.0 us/state (compile
-12.5 -> 7.7 s) (benchmarks/README.md, "Newton-Euler's adjoint").
+Reverse mode through the sweeps recomputes Newton-Euler, keeps its residuals and transposes every step; the
+adjoint written out as one down and one up sweep gives both dynamics' gradients faster and with shorter compiles
+(benchmarks/README.md, "Newton-Euler's adjoint").
 """
 
 import jax
