@@ -37,7 +37,8 @@ def random_configuration(model, key):
 @eager_jit
 def configuration_rate(model, q, qd):
     """``dq/dt`` (nq,) for joint velocities ``qd`` (nv,): quaternion rates for spherical and free joints, the
-    world-frame position rate of a free base. For integrating (q, qd) with an ODE solver in ``q``'s coordinates."""
+    position rate of a free joint in its joint frame (the world for a root placed at the identity). For integrating
+    (q, qd) with an ODE solver in ``q``'s coordinates."""
     check_shapes(model, q=q, qd=qd)
     return _in_q_order(model, [jax.vmap(KINDS[blk.kind].configuration_rate)(q[blk.q_index], qd[blk.v_index])
                                for blk in model.topology.kind_blocks])

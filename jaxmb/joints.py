@@ -9,14 +9,24 @@ kind       nq    nv    coordinates
 =========  ====  ====  ==========================================================================
 screw      1     1     angle or displacement; revolute ``(1, 0)``, prismatic ``(0, 1)``, helical ``(1, h)``
 spherical  4     3     ``q = [w, x, y, z]``, ``qd`` = body-frame angular velocity
-planar     3     3     ``q = [x, y, theta]`` in the joint frame's xy-plane, ``qd = [vx, vy, wz]`` in the body frame
-free       7     6     ``q = [p_world (3), w, x, y, z]``, ``qd = [omega; v]`` in the body frame
+planar     3     3     ``q = [x, y, theta]`` in the plane normal to ``axis`` (xy for z), ``qd = [vx, vy, w]`` body frame
+free       7     6     ``q = [p (3), w, x, y, z]``, pose in the joint frame; ``qd = [omega; v]`` in the body frame
 =========  ====  ====  ==========================================================================
 
 A screw joint has per-joint parameters (model leaves): a unit ``axis`` (3,) and ``coef = (c_w, c_v)``; its
 transform is a rotation by ``c_w q`` about the axis and a translation ``c_v q`` along it, and
 ``H(k) = [c_w axis, c_v axis]``. One kind for revolute, prismatic and helical joints keeps a tree level free of
-branches. Each method works on one joint; the model maps them over all joints of a kind.
+branches. Each method works on one joint; the model maps them over all joints of a kind. A planar joint uses
+``axis`` as the normal of its plane (`plane_basis`).
+
+A *continuous* joint (an unlimited revolute joint) is a screw with one coordinate, the angle itself: nq = nv = 1.
+Pinocchio stores it as the pair ``(cos q, sin q)`` (nq = 2, nv = 1); convert at that boundary. Nothing wraps the
+angle, so it counts turns.
+
+A *free* joint's ``q[:3]`` and quaternion are the pose of the child body frame in the joint frame, that is
+relative to the joint's placement ``X_tree`` in its parent (the world for a root). They are world coordinates
+only when that placement is the identity, as it is for the root added by ``load_urdf(..., floating_base=True)``
+and for a root added without a ``placement``. The same holds for the planar joint's ``x, y, theta``.
 """
 
 from abc import ABC, abstractmethod
@@ -26,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.rotation import _safe_norm, axis_angle_to_matrix, quat_exp, quat_multiply, quat_to_matrix
+from jaxmb.rotation import axis_angle_to_matrix, quat_exp, quat_multiply, quat_to_matrix, so3_left_jacobian
 from jaxmb.spatial import Transform, mv, skew, mm
 
 
@@ -105,26 +115,42 @@ class _Spherical(JointKind):
         return _random_unit_quaternion(key, lower.dtype)
 
 
-def _so3_left_jacobian(r):
-    """``V(r) = 1 + (1 - cos t)/t^2 r~ + (t - sin t)/t^3 r~ r~``, the translation part of the SE(3) exponential."""
-    t = _safe_norm(r)
-    small = t < 1e-4
-    ts = jnp.where(small, 1.0, t)
-    a = jnp.where(small, 0.5 - t**2 / 24.0, (1.0 - jnp.cos(ts)) / ts**2)
-    b = jnp.where(small, 1.0 / 6.0 - t**2 / 120.0, (ts - jnp.sin(ts)) / ts**3)
-    rx = skew(r)
-    return jnp.eye(3, dtype=r.dtype) + a * rx + b * mm(rx, rx)
+def plane_basis(normal):
+    """``B`` (3, 3), a rotation whose third column is the unit ``normal``: the smallest rotation that takes z to
+    ``normal`` (for a normal with a negative z component, the one that takes z to its reflection, followed by a
+    half turn about x, so that no division by ``1 + n_z`` nears zero). ``B = 1`` for the normal z, exactly.
+
+    A planar joint moves in the plane normal to ``normal``; its coordinates ``x, y`` run along ``B``'s first two
+    columns. Rodrigues' formula for the rotation about ``z x n`` by the angle between them:
+    ``B = 1 + k~ + k~ k~ / (1 + c)`` with ``k = z x n``, ``c = z . n``."""
+    flip = normal[2] < 0
+    half_turn = jnp.array([1.0, -1.0, -1.0], normal.dtype)
+    m = jnp.where(flip, half_turn * normal, normal)
+    k = jnp.stack([-m[1], m[0], jnp.zeros_like(m[0])])
+    kx = skew(k)
+    B = jnp.eye(3, dtype=normal.dtype) + kx + mm(kx, kx) / (1.0 + m[2])
+    return jnp.where(flip, half_turn[:, None] * B, B)
 
 
 class _Planar(JointKind):
+    """Motion in the plane through the joint frame's origin normal to the unit ``axis`` (default z): ``q = [x, y,
+    theta]``, with ``x, y`` along the first two columns of ``B = plane_basis(axis)`` and ``theta`` the rotation
+    about ``axis``; ``qd = [vx, vy, w]``, body-frame velocities along the same directions and about ``axis`` (the
+    child frame keeps ``B``'s columns fixed, so ``H`` is constant in it). For the normal z, ``B = 1``: ``x, y`` in
+    the joint frame's xy-plane and ``theta`` about z."""
+
     def transform(self, q, axis, coef):
         c, s, o = jnp.cos(q[2]), jnp.sin(q[2]), jnp.zeros_like(q[2])
-        R = jnp.stack([jnp.stack([c, -s, o]), jnp.stack([s, c, o]), jnp.stack([o, o, o + 1])])
-        return Transform(R, jnp.stack([q[0], q[1], o]))
+        Rz = jnp.stack([jnp.stack([c, -s, o]), jnp.stack([s, c, o]), jnp.stack([o, o, o + 1])])
+        B = plane_basis(axis)
+        return Transform(mm(mm(B, Rz), B.T), q[0] * B[:, 0] + q[1] * B[:, 1])
 
     def hinge_map(self, axis, coef):
-        # qd = [vx, vy, wz] in the body frame
-        return jnp.eye(6, dtype=axis.dtype)[jnp.array([3, 4, 2])]
+        # qd = [vx, vy, w]: translations along B's first two columns, rotation about the normal B[:, 2]
+        B = plane_basis(axis)
+        zero = jnp.zeros(3, axis.dtype)
+        return jnp.stack([jnp.concatenate([zero, B[:, 0]]), jnp.concatenate([zero, B[:, 1]]),
+                          jnp.concatenate([B[:, 2], zero])])
 
     def configuration_rate(self, q, qd):
         c, s = jnp.cos(q[2]), jnp.sin(q[2])
@@ -133,7 +159,7 @@ class _Planar(JointKind):
     def integrate(self, q, qd, dt):
         # exact SE(2) exponential of the constant body twist
         r = jnp.stack([jnp.zeros_like(qd[2]), jnp.zeros_like(qd[2]), qd[2] * dt])
-        dp = mv(_so3_left_jacobian(r), jnp.stack([qd[0], qd[1], jnp.zeros_like(qd[0])]) * dt)
+        dp = mv(so3_left_jacobian(r), jnp.stack([qd[0], qd[1], jnp.zeros_like(qd[0])]) * dt)
         c, s = jnp.cos(q[2]), jnp.sin(q[2])
         return jnp.stack([q[0] + c * dp[0] - s * dp[1], q[1] + s * dp[0] + c * dp[1], q[2] + qd[2] * dt])
 
@@ -151,7 +177,7 @@ class _Free(JointKind):
     def integrate(self, q, qd, dt):
         # exact SE(3) exponential of the constant body twist [omega; v]
         w, v = qd[:3] * dt, qd[3:] * dt
-        p = q[:3] + mv(quat_to_matrix(q[3:]), mv(_so3_left_jacobian(w), v))
+        p = q[:3] + mv(quat_to_matrix(q[3:]), mv(so3_left_jacobian(w), v))
         return jnp.concatenate([p, _normalize(quat_multiply(q[3:], quat_exp(w)))])
 
     def neutral(self):
@@ -199,6 +225,7 @@ def revolute(axis=(0.0, 0.0, 1.0), lower=None, upper=None) -> Joint:
 
 
 def continuous(axis=(0.0, 0.0, 1.0)) -> Joint:
+    """An unlimited revolute joint with one coordinate, the angle (nq = 1; Pinocchio's ``(cos, sin)`` has nq = 2)."""
     return Joint("continuous", SCREW, _unit(axis, "continuous"), (1.0, 0.0))
 
 
@@ -215,11 +242,15 @@ def spherical() -> Joint:
     return Joint("spherical", SPHERICAL)
 
 
-def planar() -> Joint:
-    return Joint("planar", PLANAR)
+def planar(normal=(0.0, 0.0, 1.0)) -> Joint:
+    """Motion in the plane normal to ``normal`` (default z), ``q = [x, y, theta]`` (`plane_basis` gives the
+    directions of ``x`` and ``y``; for the normal z they are the joint frame's x and y)."""
+    return Joint("planar", PLANAR, _unit(normal, "planar"))
 
 
 def free() -> Joint:
+    """Six degrees of freedom, ``q = [p (3), w, x, y, z]``: the child body's position and orientation in the joint
+    frame (the world only where the joint's placement is the identity), ``qd = [omega; v]`` in the body frame."""
     return Joint("free", FREE)
 
 
