@@ -222,11 +222,13 @@ def test_mimic_joints_load_as_independent_joints():
     text = robot(link("base"), link("l"), link("r"),
                  joint("left", "base", "l", "prismatic", axis="0 1 0"),
                  joint("right", "base", "r", "prismatic", axis="0 -1 0", extra='<mimic joint="left" multiplier="1"/>'))
-    m = load(text)
+    with pytest.warns(UserWarning, match=r"'right' \(mimics 'left'\).*independent coordinates"):
+        m = load(text)
     assert m.nv == 2 and set(m.joint_names) == {"left", "right"}
     (note,) = m.notes
     assert "'right'" in note and "'left'" in note and "independent" in note
-    m, _, _ = load_pair("panda")
+    with pytest.warns(UserWarning, match="panda_finger_joint2"):
+        m = jaxmb.load_urdf(urdf_path("panda"))
     assert "panda_finger_joint2" in m.joint_names
     assert any("panda_finger_joint2" in n and "panda_finger_joint1" in n for n in m.notes)
 
@@ -425,6 +427,59 @@ def test_duplicates_and_missing_names():
     _error(robot(BASE, link("x"), link("y"), joint("j0", "base", "x"), joint("j0", "base", "y")), "j0", "duplicate")
     _error(robot(BASE, '<link/>'), "no name")
     _error(robot(BASE, link("x"), joint("j0", "base", "x", "fixed", axis=None)), "no movable joint")
+
+
+def test_robot_without_movable_joint_suggests_a_floating_base():
+    """All joints fixed (or none): the error says how to load it anyway, and that way loads a free body."""
+    text = robot(BASE, link("x"), joint("j0", "base", "x", "fixed", axis=None))
+    _error(text, "no movable joint", "floating_base=True")
+    _error(robot(BASE), "no movable joint", "floating_base=True")
+    m = load(text, floating_base=True)
+    assert m.joint_types == ("free",) and m.nv == 6
+
+
+def test_floating_base_joint_name_does_not_clash_with_a_joint_named_root():
+    """floating_base=True adds a free joint; where the file already names a joint 'root', the added one takes the
+    next free name, 'root_free' (then 'root_free_2'), and the notes say so: no 'duplicate joint names' error."""
+    text = robot(BASE, link("x"), link("y"), joint("root", "base", "x"), joint("root_free", "x", "y"))
+    m = load(text, floating_base=True)
+    assert m.joint_names == ("root_free_2", "root", "root_free") and m.joint_types[0] == "free"
+    assert any("'root_free_2'" in n and "'root'" in n for n in m.notes)
+    m = load(robot(BASE, link("x"), joint("root", "base", "x")), floating_base=True)
+    assert m.joint_names == ("root_free", "root")
+    m = load(robot(BASE, link("x"), joint("root", "base", "x")))  # a fixed base adds no movable joint: no clash
+    assert m.joint_names == ("root",) and m.notes == ()
+
+
+def test_mimic_of_a_missing_joint_names_both_joints():
+    extra = '<mimic joint="ghost" multiplier="2"/>'
+    text = robot(BASE, link("x"), link("y"), joint("j0", "base", "x"), joint("follower", "base", "y", extra=extra))
+    _error(text, "<mimic> in <joint name='follower'>", "joint 'ghost' does not exist", "'follower' mimics")
+    text = robot(BASE, link("x"), link("y"), joint("j0", "base", "x"),
+                 joint("follower", "base", "y", extra='<mimic multiplier="2"/>'))
+    _error(text, "<mimic> in <joint name='follower'>", "missing attribute 'joint'")
+
+
+XACRO_BODY = ('<xacro:property name="l" value="0.3"/><link name="base"/>'
+              '<xacro:macro name="leg" params="n"><link name="${n}"/></xacro:macro><xacro:leg n="a"/>')
+
+
+@pytest.mark.parametrize("text", [
+    f'<robot name="r" xmlns:xacro="http://www.ros.org/wiki/xacro">{XACRO_BODY}</robot>',
+    f'<robot name="r">{XACRO_BODY}</robot>',  # no namespace declared: not even well-formed XML
+    '<robot name="r" xmlns:x="http://wiki.ros.org/xacro"><link name="base"/><x:include filename="a.xacro"/></robot>',
+])
+def test_xacro_files_are_refused_with_how_to_expand_them(text):
+    """A xacro file would load as the links and joints outside its macros (or not parse): refuse it, saying how to
+    expand it."""
+    _error(text, "the file is xacro", "Expand it first", "xacro robot.urdf.xacro > robot.urdf")
+
+
+def test_expanded_xacro_output_that_keeps_the_namespace_declaration_loads():
+    """The xacro tool keeps ``xmlns:xacro`` in the URDF it writes (pr2, talos): only xacro elements are refused."""
+    text = robot(BASE, link("x"), joint("j0", "base", "x")).replace(
+        "<robot ", '<robot xmlns:xacro="http://www.ros.org/wiki/xacro" ')
+    assert load(text).joint_names == ("j0",)
 
 
 def test_nonexistent_file(tmp_path):

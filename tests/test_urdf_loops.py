@@ -272,14 +272,21 @@ def test_errors_name_the_file_and_the_element(text, message):
         loops.load_urdf_string(text, source="test.urdf")
 
 
-@pytest.mark.parametrize("mimic, message", [
-    ('joint="foo"', r"<mimic> in <joint name='finger_b'>: joint 'foo' does not exist"),
-    ('multiplier="2"', r"<mimic> in <joint name='finger_b'>: missing attribute 'joint'"),
-    ('joint="finger_a" multiplier="x"', r"<mimic> in <joint name='finger_b'>: attribute multiplier='x' is not"),
+@pytest.mark.parametrize("mimic, message, in_tree", [
+    ('joint="foo"', r"<mimic> in <joint name='finger_b'>: joint 'foo' does not exist", True),
+    ('multiplier="2"', r"<mimic> in <joint name='finger_b'>: missing attribute 'joint'", True),
+    ('joint="finger_a" multiplier="x"', r"<mimic> in <joint name='finger_b'>: attribute multiplier='x' is not", False),
 ])
-def test_mimic_errors(mimic, message):
+def test_mimic_errors(mimic, message, in_tree):
+    """A mimic that names no joint, or a missing one, is an error whether or not it is enforced; its multiplier and
+    offset are read only where it is (mimic=True)."""
     text = GRIPPER.replace('joint="finger_a" MIMIC', mimic)
-    assert loops.load_urdf_string(text, source="g.urdf").ny == 3  # mimic=False ignores the tag
+    if in_tree:
+        with pytest.raises(jaxmb.ModelError, match=r"g\.urdf: " + message):
+            loops.load_urdf_string(text, source="g.urdf")
+    else:
+        with pytest.warns(UserWarning, match="independent coordinates"):
+            assert loops.load_urdf_string(text, source="g.urdf").ny == 3  # mimic=False ignores the multiplier
     with pytest.raises(jaxmb.ModelError, match=r"g\.urdf: " + message):
         loops.load_urdf_string(text, source="g.urdf", mimic=True)
 

@@ -1,10 +1,14 @@
 """URDF loading: links and joints to a `jaxmb.Model`.
 
 * Joint types: ``revolute``, ``continuous`` (one coordinate, no cos/sin pair), ``prismatic``, ``fixed`` (merged
-  into the parent body; the link stays a frame), ``floating`` (free joint) and ``planar`` (normal along z).
-* ``floating_base=True`` joins the root link to the world by a free joint named ``"root"``.
+  into the parent body; the link stays a frame), ``floating`` (free joint) and ``planar`` (motion in the plane
+  normal to ``<axis>``, which defaults to (1, 0, 0) as for every URDF joint; `jaxmb.joints.plane_basis`).
+* ``floating_base=True`` joins the root link to the world by a free joint named ``"root"``, or, where the file
+  already has a joint of that name, ``"root_free"`` (then ``"root_free_2"``, ...); the model's ``notes`` say so.
 * Inertial frames may be rotated (``rpy``); the inertia is rotated into the link frame.
-* ``mimic`` joints are loaded as independent joints (as Pinocchio does by default); the model's ``notes`` say so.
+* ``mimic`` joints are loaded as independent coordinates (as Pinocchio does by default): a `UserWarning` and the
+  model's ``notes`` say so. `jaxmb.loops.load_urdf` with ``mimic=True`` enforces them as couplings.
+* xacro files (the xacro namespace, ``<xacro:...>`` elements) are refused: expand them to URDF first.
 * Visual and collision geometry (and ``package://`` mesh paths) are ignored, and so are elements other than
   ``<link>`` and ``<joint>`` (the closed-loop extensions ``<loop>``, ``<coupling>`` and ``<independent>`` are read
   by `jaxmb.io.urdf_loops`).
@@ -13,6 +17,7 @@ Anything malformed or unsupported raises `jaxmb.ModelError` naming the file and 
 """
 
 import os
+import warnings
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -36,7 +41,7 @@ def load_urdf(path, floating_base=False, gravity=(0.0, 0.0, -9.81), strict_inert
 def load_urdf_string(text, floating_base=False, gravity=(0.0, 0.0, -9.81), source="<urdf string>",
                      strict_inertia=False):
     """Load a URDF document given as a string."""
-    return _Reader(parse_robot(text, source), source).build(floating_base, gravity, strict_inertia)
+    return Reader(parse_robot(text, source), source).build(floating_base, gravity, strict_inertia)
 
 
 def read_text(path) -> str:
@@ -48,28 +53,62 @@ def read_text(path) -> str:
         raise ModelError(f"{path}: cannot read the file ({e.strerror})") from None
 
 
+def _xacro_error(source, what):
+    return ModelError(f"{source}: the file is xacro ({what}), not URDF: macros and properties would be skipped and "
+                      "a partial robot loaded. Expand it first, e.g. `xacro robot.urdf.xacro > robot.urdf`, and load "
+                      "the result")
+
+
 def parse_robot(text, source) -> ET.Element:
-    """The ``<robot>`` element of a URDF document; `ModelError` naming ``source`` if it is not one."""
+    """The ``<robot>`` element of a URDF document; `ModelError` naming ``source`` if it is not one, or if it is
+    xacro (elements in the xacro namespace, ``<xacro:...>``), which must be expanded to URDF first. A declaration
+    of the namespace alone is no reason: the xacro tool keeps it in the URDF files it writes."""
     try:
         robot = ET.fromstring(text)
     except ET.ParseError as e:
+        if "<xacro:" in text:
+            raise _xacro_error(source, "it has <xacro:...> elements") from None
         raise ModelError(f"{source}: malformed XML ({e})") from None
+    xacro = [el.tag for el in robot.iter() if isinstance(el.tag, str) and "xacro" in el.tag.split("}")[0]]
+    if xacro:
+        raise _xacro_error(source, f"it has xacro elements such as {xacro[0]}")
     if robot.tag != "robot":
         raise ModelError(f"{source}: the root element is <{robot.tag}>, expected <robot>")
     return robot
 
 
-def _describe(element):
+def describe(element) -> str:
+    """An element as error messages name it: ``<joint name='knee'>``, or ``<tag>`` where it has no name."""
     name = element.get("name")
     return f"<{element.tag} name={name!r}>" if name is not None else f"<{element.tag}>"
 
 
-class _Reader:
+def free_root_name(joint_names) -> str:
+    """The name of the free joint that ``floating_base=True`` adds: ``"root"``, or where a joint of the file
+    already has that name, the first of ``"root_free"``, ``"root_free_2"``, ... that none has."""
+    if "root" not in joint_names:
+        return "root"
+    name, k = "root_free", 2
+    while name in joint_names:
+        name, k = f"root_free_{k}", k + 1
+    return name
+
+
+class Reader:
+    """Reads the ``<link>`` and ``<joint>`` elements of a parsed ``<robot>`` (from `parse_robot`) into a model;
+    ``source`` (the file) names every error. `jaxmb.io.urdf_loops` extends it with the closed-loop elements.
+
+    ``mimics_enforced``: set by a subclass that turns ``<mimic>`` tags into constraints, so that the tree is built
+    without the warning that they load as independent coordinates."""
+
+    mimics_enforced = False
+
     def __init__(self, robot, source):
         self.robot, self.source = robot, source
 
     def error(self, element, message, owner=None):
-        where = " in ".join(_describe(e) for e in (element, owner) if e is not None)
+        """A `ModelError` naming the file, ``element`` and its ``owner`` (a link or joint), then ``message``."""
+        where = " in ".join(describe(e) for e in (element, owner) if e is not None)
         return ModelError(f"{self.source}: {where}: {message}")
 
     def floats(self, element, attr, n, default=None, owner=None):
@@ -114,7 +153,7 @@ class _Reader:
         jtype = el.get("type")
         axis_el = el.find("axis")
         axis = (1.0, 0.0, 0.0) if axis_el is None else tuple(self.floats(axis_el, "xyz", 3, owner=el))
-        if jtype in ("revolute", "prismatic", "continuous") and np.linalg.norm(axis) < 1e-12:
+        if jtype in ("revolute", "prismatic", "continuous", "planar") and np.linalg.norm(axis) < 1e-12:
             raise self.error(el, "the joint axis is zero")
         limit = el.find("limit")
         lower = upper = None
@@ -135,10 +174,8 @@ class _Reader:
             return joints.fixed()
         if jtype == "floating":
             return joints.free()
-        if jtype == "planar":
-            if axis_el is not None and not np.allclose(np.asarray(axis) / np.linalg.norm(axis), (0, 0, 1)):
-                raise self.error(el, "planar joints are supported with the normal axis along z only")
-            return joints.planar()
+        if jtype == "planar":  # the axis is the plane's normal; (1, 0, 0) where absent, as the format says
+            return joints.planar(axis)
         if jtype is None:
             raise self.error(el, "missing attribute 'type'")
         raise self.error(el, f"unsupported joint type {jtype!r}")
@@ -178,11 +215,21 @@ class _Reader:
             raise ModelError(f"{self.source}: expected one root link, found {len(roots)} ({roots[:5]}); "
                              "a cycle of joints or several disconnected trees")
 
+        movable = [el.get("name") for el in joint_of.values() if el.get("type") != "fixed"]
+        if not movable and not floating_base:
+            raise ModelError(f"{self.source}: the robot has no movable joint (every joint is fixed, or it has none): "
+                             "load it with floating_base=True to join its root link to the world by a free joint")
+        self.check_mimics(joint_of)
+
         b = ModelBuilder(self.robot.get("name", "robot"), gravity=gravity, source=self.source,
                          strict_inertia=strict_inertia)
         root = roots[0]
         m, c, I = self.inertial(links[root])
-        b.add_body(root, None, joints.free() if floating_base else joints.fixed(), joint_name="root",
+        root_name = free_root_name({el.get("name") for el in joint_of.values()}) if floating_base else "root"
+        if root_name != "root":
+            b.note(f"the free joint that floating_base=True adds is named {root_name!r}: the file has a joint "
+                   "named 'root'")
+        b.add_body(root, None, joints.free() if floating_base else joints.fixed(), joint_name=root_name,
                    mass=m, com=c, inertia=I)
         order, frontier = [], [root]
         while frontier:
@@ -193,12 +240,33 @@ class _Reader:
         if unreached:
             raise ModelError(f"{self.source}: links {unreached[:5]} are not connected to the root link {root!r}: "
                              "their joints form a cycle")
+        mimics = []
         for child in order:
             el = joint_of[child]
             m, c, I = self.inertial(links[child])
             b.add_body(child, parent_of[child], self.joint(el), joint_name=el.get("name"),
                        placement=self.origin(el, el), mass=m, com=c, inertia=I)
             if el.find("mimic") is not None and el.get("type") != "fixed":  # a fixed joint is merged, not loaded
+                mimics.append((el.get("name"), el.find("mimic").get("joint")))
                 b.note(f"joint {el.get('name')!r} mimics {el.find('mimic').get('joint')!r}: loaded as an "
                        "independent joint (its coupling is not enforced)")
+        if mimics and not self.mimics_enforced:
+            pairs = ", ".join(f"{j!r} (mimics {r!r})" for j, r in mimics)
+            warnings.warn(f"{self.source}: the mimic joints {pairs} load as independent coordinates: their "
+                          "couplings are not enforced (jaxmb.loops.load_urdf(..., mimic=True) enforces them)",
+                          UserWarning, stacklevel=3)
         return b.build()
+
+    def check_mimics(self, joint_of):
+        """Raise `ModelError` for a ``<mimic>`` without a ``joint`` attribute or naming a joint the file lacks."""
+        names = {el.get("name") for el in joint_of.values()}
+        for el in joint_of.values():
+            tag = el.find("mimic")
+            if tag is None or el.get("type") == "fixed":
+                continue
+            reference = tag.get("joint")
+            if reference is None:
+                raise self.error(tag, "missing attribute 'joint' (the joint it mimics)", el)
+            if reference not in names:
+                raise self.error(tag, f"joint {reference!r} does not exist (joint {el.get('name')!r} mimics it)",
+                                 el)

@@ -89,7 +89,7 @@ import numpy as np
 
 from jaxmb.configuration import neutral_configuration
 from jaxmb.errors import ModelError
-from jaxmb.io.urdf import _describe, _Reader, parse_robot, read_text
+from jaxmb.io.urdf import Reader, describe, parse_robot, read_text
 from jaxmb.batching import full_precision
 from jaxmb.rotation import rpy_to_matrix
 
@@ -118,6 +118,7 @@ def load_urdf_string(text, floating_base=False, gravity=(0.0, 0.0, -9.81), mimic
     """Load a URDF document with closed loops given as a string (see `load_urdf`)."""
     robot = parse_robot(text, source)
     reader = _LoopReader(robot, source)
+    reader.mimics_enforced = mimic
     tree = reader.build(floating_base, gravity, strict_inertia)
     return reader.close(tree, mimic, independent, q_reference)
 
@@ -133,7 +134,7 @@ class _DrivenFirst:
         return dataclasses.replace(self.constraint.bind(model), prefer_dependent=(0,))
 
 
-class _LoopReader(_Reader):
+class _LoopReader(Reader):
     """The tree reader, plus the ``<loop>``, ``<coupling>``, ``<independent>`` and ``<mimic>`` elements."""
 
     def __init__(self, robot, source):
@@ -237,7 +238,7 @@ class _LoopReader(_Reader):
             return names, f"independent={names}"
         if not elements:
             return None, None
-        return self.attribute(elements[0], "joints").split(), _describe(elements[0])
+        return self.attribute(elements[0], "joints").split(), describe(elements[0])
 
     def check_clusters(self, tree, bound, sets, where, names, origin):
         """Per loop cluster: some freedom left, and as many ``names`` (independent joints) as it has."""
@@ -272,7 +273,7 @@ class _LoopReader(_Reader):
         from jaxmb.loops.model import _aggregation_sets
 
         found = self.constraints(tree, loops, mimic)
-        labels = [_describe(el) if owner is None else f"{_describe(el)} in {_describe(owner)}"
+        labels = [describe(el) if owner is None else f"{describe(el)} in {describe(owner)}"
                   for el, owner, _ in found]
 
         def where(cons):
