@@ -36,6 +36,14 @@ class Model:
     Static:
         topology, body_names (nb,), joint_names / joint_types (one per movable joint, in coordinate order),
         frame_names (nf,), frame_body (nf,) (-1: fixed to the world), notes (messages from the loader).
+
+    Numbering: bodies, joints and coordinates are numbered breadth first (`jaxmb.topology.breadth_first_order`):
+    by depth in the tree, whatever order the bodies were added in (`ModelBuilder`) or listed in a URDF file. Body
+    ``i`` is moved by joint ``joint_names[i]``, and its coordinates are ``q[joint_coordinates(name)[0]]`` and
+    ``qd[joint_coordinates(name)[1]]``; find them by name rather than by the order of ``add_body`` calls:
+
+    >>> q_slice, v_slice = model.joint_coordinates("knee")
+    >>> q = q.at[q_slice].set(0.3)
     """
 
     X_tree: Transform
@@ -75,6 +83,23 @@ class Model:
             return self.body_names.index(name)
         except ValueError:
             raise KeyError(f"model {self.name!r} has no body {name!r}") from None
+
+    def joint_index(self, name: str) -> int:
+        """Index of the movable joint ``name`` in ``joint_names`` (also the index of the body it moves)."""
+        try:
+            return self.joint_names.index(name)
+        except ValueError:
+            raise KeyError(f"model {self.name!r} has no movable joint {name!r} (fixed joints are merged; "
+                           f"its joints are {list(self.joint_names)})") from None
+
+    def joint_coordinates(self, name: str) -> tuple[slice, slice]:
+        """``(q slice, v slice)``: where joint ``name``'s position coordinates sit in ``q`` (nq,) and its velocity
+        coordinates in ``qd``, ``qdd`` and ``tau`` (nv,). The model numbers coordinates breadth first, not in the
+        order the joints were added, so this is the way to address a joint's coordinates."""
+        i = self.joint_index(name)
+        topo = self.topology
+        q0, v0 = int(topo.q_offset[i]), int(topo.v_offset[i])
+        return slice(q0, q0 + int(topo.nq_body[i])), slice(v0, v0 + int(topo.nv_body[i]))
 
     def frame_index(self, name: str) -> int:
         try:
@@ -202,6 +227,10 @@ def _merge_inertia(parts):
 class ModelBuilder:
     """Builds a `Model` body by body. Fixed joints are merged into their parent body at `build` time; the merged
     bodies stay addressable as frames.
+
+    `build` numbers the bodies and their coordinates breadth first (by depth in the tree), whatever the order of
+    the `add_body` calls, so that each tree level is one batched step: a body added second need not own
+    ``q[1]``. Address coordinates by joint name with `Model.joint_coordinates`.
 
     >>> b = ModelBuilder("pendulum")
     >>> b.add_body("link", None, joints.revolute((0, 1, 0)), mass=1.0, com=(0, 0, -0.5),
