@@ -105,7 +105,7 @@ def random_loop_model(seed, n_bodies=8, floating_base=False, closures=("ball",),
 
     from jaxmb import loops
     from jaxmb.kinematics import forward_kinematics
-    from jaxmb.loops.constraints import CLOSURES, _path, common_ancestor
+    from jaxmb.loops.constraints import CLOSURES, common_ancestor, tree_path
     from jaxmb.spatial import Transform, compose, inverse
 
     tree = random_model(seed, n_bodies, "screw", floating_base, branching)
@@ -119,7 +119,7 @@ def random_loop_model(seed, n_bodies=8, floating_base=False, closures=("ball",),
         for _ in range(200):
             a, b = (int(x) for x in rng.choice(np.arange(first, tree.nb), 2, replace=False))
             top = common_ancestor(topo, [a, b])
-            loop = set(_path(topo, top, a)) | set(_path(topo, top, b))
+            loop = set(tree_path(topo, top, a)) | set(tree_path(topo, top, b))
             if len(loop) > CLOSURES[kind] and first not in loop:
                 break
         else:

@@ -580,3 +580,96 @@ def test_a_wrong_choice_of_independent_coordinates_is_refused():
         four_bar(("driver", "support"))
     with pytest.raises(ModelError, match="in no loop"):
         four_bar(("driver", "hip"))
+
+
+# -- singular reference poses, wrapped angles, the multipliers' basis ------------------------------------------------
+
+
+def _flat_four_bar():
+    """A four-bar in the x-z plane (hinges about y) that lies flat along x at zero angles: crank 0.1 m from the
+    origin, coupler 0.3 m, rocker 0.1 m pointing back from its pivot at (0.5, 0, 0). Every point of the loop is on
+    the x axis there, so every joint moves the closure point along z only: the pose is singular."""
+    Y = (0.0, 1.0, 0.0)
+    b = ModelBuilder("flat_four_bar")
+    rod = lambda m, length: dict(mass=m, com=(length / 2, 0.0, 0.0), inertia=np.diag([1e-5, m * length**2 / 12, 1e-5]))
+    b.add_body("crank", None, joints.revolute(Y), **rod(0.1, 0.1))
+    b.add_body("coupler", "crank", joints.revolute(Y), placement=(np.eye(3), (0.1, 0.0, 0.0)), **rod(0.2, 0.3))
+    b.add_body("rocker", None, joints.revolute(Y), placement=(np.eye(3), (0.5, 0.0, 0.0)), **rod(0.1, -0.1))
+    b.add_frame("coupler_tip", "coupler", (np.eye(3), (0.3, 0.0, 0.0)))
+    b.add_frame("rocker_tip", "rocker", (np.eye(3), (-0.1, 0.0, 0.0)))
+    return b.build(), loops.loop_closure("coupler_tip", "rocker_tip", kind="planar", axis=Y)
+
+
+@pytest.mark.parametrize("independent", [["crank"], ["coupler"], ["rocker"], None])
+def test_singular_reference_pose_is_named_as_such_with_q_reference_as_the_remedy(independent):
+    """At a pose where the constraint Jacobian has lower rank than the constraint rows (the flattened four-bar),
+    no choice of dependent coordinates helps: the error says the pose is singular and to pass q_reference; a
+    non-singular q_reference (it need not close the loop) then builds the model."""
+    tree, closure = _flat_four_bar()
+    with pytest.raises(ModelError) as info:
+        loops.close_loops(tree, [closure], independent=independent)
+    message = str(info.value)
+    for fragment in ("reference pose is singular", "rank 1, below its 2 constraint rows", "q_reference",
+                     "neutral configuration"):
+        assert fragment in message, message
+    assert "choose others" not in message
+    q_ref = jnp.zeros(3)
+    for name, angle in (("crank", 0.4), ("coupler", -0.8), ("rocker", 0.6)):  # bent, near a closed pose
+        q_ref = q_ref.at[tree.joint_coordinates(name)[0]].set(angle)
+    lm = loops.close_loops(tree, [closure], independent=independent, q_reference=q_ref)
+    assert lm.ny == 1
+
+
+def test_solve_configuration_wraps_dependent_angles_to_the_guess_turn():
+    """Newton's method from the neutral configuration can end whole turns away; the dependent revolute angles come
+    back in (-pi, pi] without a guess and within half a turn of the guess with one, still closing the loop."""
+    lm = loops.mechanisms.four_bar_leg()
+    dep = np.asarray(loops.position.dependent_q_index(lm))
+    solve = jax.jit(loops.solve_configuration, static_argnums=3)
+    converged = 0
+    for driver in np.linspace(-3.0, 3.0, 13):
+        y = jnp.array([0.0, driver])
+        sol = solve(lm, y, None, 30)
+        if not bool(sol.converged):
+            continue
+        q = np.asarray(sol.q)
+        assert np.all((q[dep] > -np.pi) & (q[dep] <= np.pi)), (driver, q[dep])
+        shifted = jnp.asarray(q).at[dep].add(2 * np.pi * np.array([1.0, -2.0]))
+        moved = np.asarray(solve(lm, y, shifted, 30).q)
+        np.testing.assert_allclose(moved[dep], q[dep] + 2 * np.pi * np.array([1.0, -2.0]), atol=1e-9)
+        assert float(jnp.max(jnp.abs(loops.constraint_residual(lm, sol.q)))) < 1e-9  # still a solution
+        converged += 1
+    assert converged >= 8  # most drives converge from the neutral guess
+
+
+def test_constraint_forces_are_the_kkt_multipliers_in_the_documented_row_basis():
+    """lambda of `constraint_forces` equals the multipliers of the dense KKT system M qdd - K* lambda = tau - C,
+    K qdd = k, where K's rows are built here from frame poses in the documented basis: the planar closure's rows
+    u1 . d and u2 . d, d frame b's origin in frame a's axes, (u1, u2) = orthonormal_pair(axis)."""
+    from jaxmb.loops.constraints import orthonormal_pair
+
+    lm = loops.mechanisms.four_bar_leg()
+    q = loops.mechanisms.reference_configuration(lm)
+    yd = jnp.array([0.3, -1.2])
+    qd = loops.spanning_velocity(lm, q, yd)
+    tau = jnp.array([0.5, 0.2, -0.1, 0.05])
+    tree = lm.tree
+    a, b = tree.frame_index("lever"), tree.frame_index("rod_end")
+    U = jnp.asarray(orthonormal_pair(np.array([0.0, 1.0, 0.0])))
+
+    def rows(q):
+        T = jaxmb.frame_poses(tree, q)
+        return U @ (T.R[a].T @ (T.p[b] - T.p[a]))
+
+    np.testing.assert_allclose(rows(q), loops.constraint_residual(lm, q), atol=1e-12)
+    K = jax.jacfwd(rows)(q)  # every joint has nq = nv = 1
+    k = -jax.jvp(lambda q: jax.jacfwd(rows)(q) @ qd, (q,), (qd,))[1]
+    M, C = jaxmb.mass_matrix(tree, q), jaxmb.bias_forces(tree, q, qd)
+    n, m = tree.nv, K.shape[0]
+    kkt = jnp.block([[M, -K.T], [K, jnp.zeros((m, m))]])
+    sol = jnp.linalg.solve(kkt, jnp.concatenate([tau - C, k]))
+    qdd, lam_kkt = sol[:n], sol[n:]
+    lam = loops.constraint_forces(lm, q, qd, qdd, tau)
+    np.testing.assert_allclose(lam, lam_kkt, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(loops.lagrange_forward_dynamics(lm, q, qd, tau)[1], lam_kkt, rtol=1e-9, atol=1e-9)
+    assert float(jnp.max(jnp.abs(lam_kkt))) > 1e-3  # a real force, not a vacuous zero

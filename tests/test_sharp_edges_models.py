@@ -137,3 +137,34 @@ def test_urdf_planar_joint_normal_is_its_axis_defaulting_to_x(axis_element, norm
         np.testing.assert_allclose(np.trace(R), 1 + 2 * np.cos(q[2]), atol=1e-14)
         np.testing.assert_allclose((p - [0, 0, 1]) @ n, 0.0, atol=1e-14)
         np.testing.assert_allclose(np.linalg.norm(p - [0, 0, 1]), np.hypot(q[0], q[1]), atol=1e-14)
+
+
+# -- coordinates by joint name ----------------------------------------------------------------------------------------
+
+
+def test_joint_coordinates_find_a_joint_by_name_whatever_the_order_of_add_body():
+    """ModelBuilder numbers coordinates breadth first: a deep joint added first does not own q[0]. The q and v slices
+    of `Model.joint_coordinates` address each joint's coordinates by name: setting them moves that joint only."""
+    b = jaxmb.ModelBuilder("order")
+    inertia = np.diag([0.1, 0.2, 0.3])
+    # added depth first: the elbow (depth 1) before the second root (depth 0)
+    b.add_body("upper", None, joints.revolute((0, 1, 0)), joint_name="shoulder", mass=1.0, com=(0, 0, -0.2),
+               inertia=inertia)
+    b.add_body("lower", "upper", joints.spherical(), joint_name="elbow", mass=1.0, com=(0, 0, -0.2), inertia=inertia,
+               placement=(np.eye(3), (0, 0, -0.4)))
+    b.add_body("cart", None, joints.free(), joint_name="cart", mass=2.0, inertia=inertia)
+    m = b.build()
+    assert m.joint_names == ("shoulder", "cart", "elbow")  # breadth first, not the order of add_body
+    expected = {"shoulder": (slice(0, 1), slice(0, 1)), "cart": (slice(1, 8), slice(1, 7)),
+                "elbow": (slice(8, 12), slice(7, 10))}
+    for name, (qs, vs) in expected.items():
+        assert m.joint_coordinates(name) == (qs, vs)
+        assert m.joint_index(name) == m.body_index({"shoulder": "upper", "cart": "cart", "elbow": "lower"}[name])
+    q = jaxmb.neutral_configuration(m)
+    qs, _ = m.joint_coordinates("shoulder")
+    moved = q.at[qs].set(0.5)
+    T0, T1 = jaxmb.forward_kinematics(m, q), jaxmb.forward_kinematics(m, moved)
+    changed = [m.body_names[i] for i in range(m.nb) if not np.allclose(T0.R[i], T1.R[i])]
+    assert changed == ["upper", "lower"]
+    with pytest.raises(KeyError, match="no movable joint 'wrist'"):
+        m.joint_coordinates("wrist")

@@ -1,6 +1,6 @@
-"""The closed-loop URDF loader (`jaxmb.io.urdf_loops`): the shipped examples and the docstring's example load, the
-loaded four-bar leg is the mechanism built in code, couplings embed (``K G = 0``), mimic tags become couplings,
-and every kind of bad input raises a `ModelError` naming the file and the element."""
+"""The closed-loop URDF loader (`jaxmb.loops.urdf`, named also `jaxmb.io.urdf_loops`): the shipped examples and
+the docstring's example load, the loaded four-bar leg is the mechanism built in code, couplings embed (``K G = 0``),
+mimic tags become couplings, and every kind of bad input raises a `ModelError` naming the file and the element."""
 
 import re
 
@@ -11,6 +11,7 @@ import pytest
 import jaxmb
 from jaxmb import assets, joints, loops
 from jaxmb.io import urdf_loops
+from jaxmb.loops import urdf as loops_urdf
 from jaxmb.model import ModelBuilder
 from jaxmb.rotation import rpy_to_matrix
 
@@ -54,7 +55,7 @@ def test_belt_leg_loads(belt_leg):
 
 
 def test_docstring_example_loads():
-    doc = urdf_loops.__doc__
+    doc = loops_urdf.__doc__
     text = doc[doc.index("<robot") : doc.index("</robot>") + len("</robot>")]
     lm = loops.load_urdf_string(text, source="four_bar.urdf")
     assert (lm.nv, lm.ny, lm.independent_joints) == (4, 1, ("crank",))
@@ -194,7 +195,8 @@ def test_q_reference_for_a_file_drawn_at_a_singular_pose():
     for old, new in [('<origin xyz="0.2 0 0"/>', '<origin xyz="0.06 0 0"/>'), ('xyz="0.2 0 0.02"', 'xyz="0.15 0 0"'),
                      ('<link2 link="rocker" xyz="0 0 0.12"/>', '<link2 link="rocker" xyz="0.12 0 0"/>')]:
         text = text.replace(old, new)
-    with pytest.raises(jaxmb.ModelError, match=r"test\.urdf: <loop name='closure'>: .*K_d is singular.*q_reference"):
+    singular = r"test\.urdf: <loop name='closure'>: .*reference pose is singular.*pass q_reference"
+    with pytest.raises(jaxmb.ModelError, match=singular):
         loops.load_urdf_string(text, source="test.urdf")
     tree = jaxmb.load_urdf_string(text)
     q_reference = np.zeros(tree.nq)
@@ -298,3 +300,10 @@ def test_file_errors_name_the_path(tmp_path):
         loops.load_urdf(path)
     with pytest.raises(jaxmb.ModelError, match="cannot read"):
         loops.load_urdf(tmp_path / "missing.urdf")
+
+
+def test_io_module_names_the_loops_loader():
+    """`jaxmb.io.urdf_loops` and `jaxmb.loops` give the same loader (the code lives in `jaxmb.loops.urdf`, so that
+    the loops package and the io module do not import each other)."""
+    assert urdf_loops.load_urdf is loops.load_urdf is loops_urdf.load_urdf
+    assert urdf_loops.load_urdf_string is loops.load_urdf_string

@@ -11,7 +11,7 @@
 * xacro files (the xacro namespace, ``<xacro:...>`` elements) are refused: expand them to URDF first.
 * Visual and collision geometry (and ``package://`` mesh paths) are ignored, and so are elements other than
   ``<link>`` and ``<joint>`` (the closed-loop extensions ``<loop>``, ``<coupling>`` and ``<independent>`` are read
-  by `jaxmb.io.urdf_loops`).
+  by `jaxmb.loops.urdf`).
 
 Anything malformed or unsupported raises `jaxmb.ModelError` naming the file and the element.
 """
@@ -96,7 +96,7 @@ def free_root_name(joint_names) -> str:
 
 class Reader:
     """Reads the ``<link>`` and ``<joint>`` elements of a parsed ``<robot>`` (from `parse_robot`) into a model;
-    ``source`` (the file) names every error. `jaxmb.io.urdf_loops` extends it with the closed-loop elements.
+    ``source`` (the file) names every error. `jaxmb.loops.urdf` extends it with the closed-loop elements.
 
     ``mimics_enforced``: set by a subclass that turns ``<mimic>`` tags into constraints, so that the tree is built
     without the warning that they load as independent coordinates."""

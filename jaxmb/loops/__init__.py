@@ -7,7 +7,7 @@ configuration ``q`` (`solve_configuration`) and independent velocities ``yd``.
 Modules: `constraints` (what closes a loop), `model` (aggregation into the cluster tree), `embedding` (``K``,
 ``k``, ``G``, ``g``), `position` (Newton with implicit gradients), `articulated` (the embedded AB algorithm),
 `dynamics` (cluster RNEA, ``M_y``, ``C_y``, the Lagrange and projected references, cut-joint forces), `opspace`
-(``Lambda^-1`` at frames on or beyond clusters), `mechanisms` (geared chains, four-bar, belt leg, differential,
+(``Lambda^-1`` at frames on or beyond clusters), `urdf` (the closed-loop URDF loader), `mechanisms` (geared chains, four-bar, belt leg, differential,
 quadruped with rotors, and their armature approximations).
 """
 
@@ -41,4 +41,4 @@ from jaxmb.loops.model import Cluster, LoopModel, close_loops
 from jaxmb.loops.opspace import operational_space_compliance, operational_space_inertia, task_jacobian
 from jaxmb.loops.position import LoopConfiguration, integrate, solve_configuration
 from jaxmb.loops import mechanisms
-from jaxmb.io.urdf_loops import load_urdf, load_urdf_string
+from jaxmb.loops.urdf import load_urdf, load_urdf_string

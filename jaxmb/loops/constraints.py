@@ -193,8 +193,9 @@ def linear_coupling(joints, A, offset=0.0) -> LinearCoupling:
     return LinearCoupling(tuple(joints), tuple(map(tuple, A)), tuple(np.broadcast_to(offset, A.shape[0]).tolist()))
 
 
-def _path(topology, ancestor, body):
-    """Bodies from just below ``ancestor`` (-1: the world) down to ``body``, root first."""
+def tree_path(topology, ancestor, body):
+    """Bodies from just below ``ancestor`` (-1: the world) down to ``body``, root first: the joints whose motion
+    moves ``body`` relative to ``ancestor``. ValueError if ``ancestor`` is not an ancestor of ``body``."""
     path = []
     while body != ancestor:
         if body < 0:
@@ -214,7 +215,7 @@ def common_ancestor(topology, bodies):
 def path_motion(model, q, path):
     """Pose of the last body of ``path`` in the frame of the first one's parent, and the spatial axis (6,) of
     each joint on ``path`` (angular part first, about that frame's origin): the joint placements and joint motions
-    composed along a static path (`_path`), each joint's ``H*`` turned into the path's base frame."""
+    composed along a static path (`tree_path`), each joint's ``H*`` turned into the path's base frame."""
     T, axes = None, []
     for i in path:
         kind = KINDS[model.topology.kinds[i]]
@@ -237,7 +238,12 @@ def _velocity_and_bias(axes, rates, dtype):
     return V, A
 
 
-def _orthonormal_pair(e):
+def orthonormal_pair(e):
+    """Two rows ``(u1, u2)`` (2, 3) that complete the unit vector ``e/|e|`` to a right-handed orthonormal basis
+    ``(u1, u2, e)``: ``u1 = (e x t)/|e x t|`` with ``t`` the unit coordinate axis along which ``e`` has its smallest
+    component in magnitude (the first such), and ``u2 = e x u1``. The row basis of the ``planar`` loop closure's two
+    rows and of the ``revolute`` closure's two angular rows (`LoopClosure`): for ``e = y``, ``u1 = -z`` and
+    ``u2 = -x``; for ``e = z``, ``u1 = y`` and ``u2 = -x``."""
     e = e / np.linalg.norm(e)
     t = np.eye(3)[np.argmin(np.abs(e))]
     u = np.cross(e, t)
@@ -281,15 +287,15 @@ class LoopClosure:
             raise ModelError(f"{what}: both ends are on the same body; nothing to close")
         topo = model.topology
         c = common_ancestor(topo, [ba, bb]) if min(ba, bb) >= 0 else -1
-        paths = [_path(topo, c, b) if b >= 0 else [] for b in (ba, bb)]
+        paths = [tree_path(topo, c, b) if b >= 0 else [] for b in (ba, bb)]
         bodies = tuple(sorted(set(paths[0]) | set(paths[1])))
         for i in bodies:
             if KINDS[topo.kinds[i]].nq != 1:
                 raise ModelError(f"{what}: the loop passes through joint {model.joint_names[i]!r}, a "
                                  f"{model.joint_types[i]} joint; loops are made of 1-dof joints")
         axis = np.asarray(self.axis, float)
-        rows = {"revolute": None, "planar": _orthonormal_pair(axis), "ball": np.eye(3), "weld": np.eye(3)}[self.kind]
-        perp = _orthonormal_pair(axis)
+        rows = {"revolute": None, "planar": orthonormal_pair(axis), "ball": np.eye(3), "weld": np.eye(3)}[self.kind]
+        perp = orthonormal_pair(axis)
 
         def frames(model, params, q):
             """Frames a and b in the common ancestor's frame (the world's for a world end) and the spatial axes of

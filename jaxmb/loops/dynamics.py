@@ -107,7 +107,24 @@ def constraint_forces(lm, q, qd, qdd, tau, f_ext=None):
     """The multipliers ``lambda`` (nc,) that make a constrained motion ``qdd`` (nv,) satisfy the tree's equations
     ``ID(q, qd, qdd) - tau = K* lambda``: the cut-joint (loop-closure) and coupling forces, by least squares.
 
-    For a loop closure's position rows they are the force that body a exerts on body b along frame a's axes."""
+    They are the multipliers of the dense KKT system ``M qdd - K* lambda = tau - C``, ``K qdd = k`` (book 11.8;
+    `lagrange_forward_dynamics`), with ``K = constraint_jacobian(lm, q)`` the derivative of the residual
+    ``phi = constraint_residual(lm, q)``. Their basis is that of ``phi``'s rows: the constraints in the order given
+    to `close_loops`, each with its rows in this order (frame a and frame b are the closure's two frames, each its
+    body frame composed with its ``placement``; ``d = R_a* (p_b - p_a)`` is b's origin in frame a's axes,
+    ``R_ab = R_a* R_b``; ``(u1, u2) = orthonormal_pair(axis)`` of `jaxmb.loops.constraints`):
+
+    * ``ball`` (3 rows ``d``): the force that body a exerts on body b, in frame a's axes, acting at frame a's origin
+      (where frame b's origin is when the loop is closed); ``-lambda`` acts on a.
+    * ``weld`` (6 rows ``d``, then ``vee((R_ab - R_ab*)/2)``): that force, then the moment on b in frame a's axes.
+    * ``revolute`` (5 rows ``d``, then ``u1 . R_ab axis`` and ``u2 . R_ab axis``): that force, then the moment on
+      b, ``lambda_4 (axis x u1) + lambda_5 (axis x u2) = lambda_4 u2 - lambda_5 u1`` in frame a's axes (at the
+      closed pose, where ``R_ab axis = axis``).
+    * ``planar`` (2 rows ``u1 . d``, ``u2 . d``): the force ``lambda_1 u1 + lambda_2 u2`` on b in frame a's axes.
+    * a coupling ``q_J - r q_R - c`` (one row; `jaxmb.loops.coupling`): the joint force ``lambda`` on ``J`` and
+      ``-r lambda`` on ``R``; a linear coupling, implicit or explicit constraint: ``K* lambda`` per joint.
+
+    `cut_joint_forces` turns them into spatial forces on the bodies."""
     K = constraint_jacobian(lm, q)
     r = tree_inverse_dynamics(lm.tree, q, qd, qdd, f_ext) - tau
     return jnp.linalg.solve(K @ K.T, K @ r)

@@ -25,7 +25,7 @@ from jaxmb.configuration import neutral_configuration
 from jaxmb.errors import ModelError
 from jaxmb.joints import KINDS
 from jaxmb.model import Model
-from jaxmb.loops.constraints import _path, common_ancestor, stacked_jacobian
+from jaxmb.loops.constraints import common_ancestor, stacked_jacobian, tree_path
 
 
 @dataclass(frozen=True)
@@ -131,9 +131,10 @@ _STATIC = [f.name for f in dataclasses.fields(LoopModel) if f.metadata.get("stat
 jax.tree_util.register_dataclass(LoopModel, data_fields=["tree", "params"], meta_fields=_STATIC)
 
 
-def _aggregation_sets(topology, bound):
-    """One body set per constraint (the paths to the closest common ancestor, excluded), merged where they
-    overlap, with the constraints each holds."""
+def aggregation_sets(topology, bound):
+    """The loop clusters of bound constraints ``bound`` (`Bound`) on a tree: one body set per constraint (the
+    paths from its bodies up to their closest common ancestor, that ancestor excluded), merged where they overlap,
+    as a list of (sorted body indices, sorted indices into ``bound`` of the constraints each holds)."""
     sets = []
     for i, c in enumerate(bound):
         top = common_ancestor(topology, c.bodies)
@@ -141,7 +142,7 @@ def _aggregation_sets(topology, bound):
             top = int(topology.parent[top])
         bodies = set()
         for b in c.bodies:
-            bodies |= set(_path(topology, top, b))
+            bodies |= set(tree_path(topology, top, b))
         sets.append((bodies, {i}))
     merged = True
     while merged:
@@ -156,6 +157,23 @@ def _aggregation_sets(topology, bound):
             if merged:
                 break
     return [(sorted(b), sorted(c)) for b, c in sets]
+
+
+def _check_rank(K, what, names, neutral):
+    """Raise `ModelError` where the cluster's constraint Jacobian ``K`` (m, n) has rank below its m rows at the
+    reference configuration: the pose itself is singular there (a four-bar at a dead centre, a linkage stretched
+    flat), so no choice of m dependent coordinates has a regular ``K_d``."""
+    m = K.shape[0]
+    s = np.linalg.svd(K, compute_uv=False)
+    rank = int(np.sum(s > 1e-9 * max(s.max(initial=0.0), 1e-300)))
+    if rank < m:
+        at = "the neutral configuration (the default q_reference)" if neutral else "the given q_reference"
+        raise ModelError(f"{what}: the constraint rows are not independent at {at}: the constraint Jacobian of the "
+                         f"coordinates {names} has rank {rank}, below its {m} constraint rows, so no choice of "
+                         "dependent coordinates can be solved for there. Either the reference pose is singular (a "
+                         "dead centre, a linkage stretched flat): pass q_reference, a non-singular configuration "
+                         "near the motion (it need not close the loops exactly); or a constraint repeats others: "
+                         "remove it")
 
 
 def _choose_dependent(K, m, prefer, names, where):
@@ -192,7 +210,7 @@ def close_loops(tree: Model, constraints, independent=None, q_reference=None, na
     topo = tree.topology
     bound = [c.bind(tree) for c in constraints]
     params = tuple(b.params for b in bound)
-    sets = _aggregation_sets(topo, bound)
+    sets = aggregation_sets(topo, bound)
     for bodies, _ in sets:
         for b in bodies:
             if KINDS[topo.kinds[b]].nq != 1:
@@ -232,10 +250,12 @@ def close_loops(tree: Model, constraints, independent=None, q_reference=None, na
             if len(ind) != n - m:
                 raise ModelError(f"{what}: needs {n - m} independent coordinates, got {[names[i] for i in ind]}")
             dep = [i for i in range(n) if i not in ind]
+            _check_rank(K_S, what, names, q_reference is None)
             if np.linalg.cond(K_S[:, dep]) > 1e10:
                 raise ModelError(f"{what}: the dependent coordinates {[names[i] for i in dep]} cannot be solved "
                                  "for at the reference configuration (K_d is singular); choose others")
         else:
+            _check_rank(K_S, what, names, q_reference is None)
             prefer = []
             for c in cons:
                 for p in bound[c].prefer_dependent:

@@ -33,12 +33,35 @@ def dependent_q_index(lm):
     return tuple(sorted(int(topo.q_offset[c.bodies[d]]) for c in lm.loop_clusters for d in c.dependent))
 
 
+def dependent_angles(lm):
+    """Positions in `dependent_q_index` of the dependent angles that every constraint sees modulo a turn: angles
+    of revolute and continuous joints that only loop closures read (a loop closure reads an angle through its
+    rotation). A coupling or another joint-level constraint reads the angle itself (``q_J = r q_R + c``), so a
+    whole turn would change its residual: those angles are left as Newton's method returns them."""
+    topo = lm.tree.topology
+    body = {int(topo.q_offset[b]): b for b in range(topo.nb)}
+    linear = {i for c in lm.constraints if c.kind != "closure" for i in c.q_index}
+    return tuple(k for k, i in enumerate(dependent_q_index(lm))
+                 if lm.tree.joint_types[body[i]] in ("revolute", "continuous") and i not in linear)
+
+
+def wrap_to(angle, centre):
+    """``angle`` moved by whole turns into ``(centre - pi, centre + pi]``; its derivative is 1."""
+    turns = jnp.ceil((angle - centre - jnp.pi) / (2 * jnp.pi))
+    return angle - jax.lax.stop_gradient(2 * jnp.pi * turns)
+
+
 @eager_jit(static_argnames=("iterations",))
 @full_precision
 def solve_configuration(lm, y, guess=None, iterations=10, tol=None) -> LoopConfiguration:
     """The spanning configuration whose independent coordinates are ``y`` (len(y_q_index),) and whose
     dependent ones solve ``phi(q) = 0``, by ``iterations`` Newton steps from ``guess`` (nq,) (default: the
     neutral configuration; pass the previous state to stay on its assembly branch).
+
+    Newton's steps can take a dependent angle whole turns away, so the dependent angles of revolute and continuous
+    joints that only loop closures read (`dependent_angles`) are returned within half a turn of the guess's: in
+    ``(-pi, pi]`` without a guess, and on the guess's turn with one (a continuous joint that counts turns keeps
+    counting from the guess). Other coordinates, and the independent ones ``y``, are returned as they are.
 
     ``tol`` (default ``sqrt(eps)`` of the dtype) sets the ``converged`` flag only."""
     y = jnp.asarray(y)
@@ -68,6 +91,9 @@ def solve_configuration(lm, y, guess=None, iterations=10, tol=None) -> LoopConfi
         return jnp.linalg.solve(jax.jacfwd(g)(r), r)
 
     x = jax.lax.custom_root(F, q0[dep], newton, tangent_solve)
+    angles = jnp.asarray(dependent_angles(lm), int)
+    if angles.size:
+        x = x.at[angles].set(wrap_to(x[angles], q0[dep][angles]))
     q = q0.at[dep].set(x)
     residual = jnp.max(jnp.abs(constraint_residual(lm, q)))
     return LoopConfiguration(q, residual, residual < tol)

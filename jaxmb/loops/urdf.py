@@ -73,7 +73,7 @@ crank. At zero angles the crank points up from (0, 0, 0) to (0, 0, 0.1), the roc
 Load it and put it in a consistent state:
 
     >>> lm = jaxmb.loops.load_urdf("four_bar.urdf")      # nv = 4, ny = 1 (the crank)
-    >>> q = jaxmb.loops.solve_configuration(lm, jnp.array([0.3]), guess=jnp.zeros(lm.nq), iterations=20).q
+    >>> q = jaxmb.solve_configuration(lm, jnp.array([0.3]), guess=jnp.zeros(lm.nq), iterations=20).q
     >>> ydd = jaxmb.loops.forward_dynamics(lm, q, jnp.zeros(1), jnp.zeros(1))
 
 Anything malformed, inconsistent or impossible to assemble raises `jaxmb.ModelError` naming the file and the
@@ -89,8 +89,12 @@ import numpy as np
 
 from jaxmb.configuration import neutral_configuration
 from jaxmb.errors import ModelError
-from jaxmb.io.urdf import Reader, describe, parse_robot, read_text
 from jaxmb.batching import full_precision
+from jaxmb.io.urdf import Reader, describe, parse_robot, read_text
+from jaxmb.loops.constraints import coupling, linear_coupling, loop_closure
+from jaxmb.loops.embedding import constraint_residual
+from jaxmb.loops.model import aggregation_sets, close_loops
+from jaxmb.loops.position import solve_configuration
 from jaxmb.rotation import rpy_to_matrix
 
 LOOP_TYPES = ("revolute", "planar", "ball", "weld")
@@ -166,7 +170,7 @@ class _LoopReader(Reader):
                                       f"1-dof joints ({', '.join(ONE_DOF)})", owner)
         return name
 
-    def loop(self, tree, el, loops):
+    def loop(self, tree, el):
         kind = self.attribute(el, "type")
         if kind not in LOOP_TYPES:
             raise self.error(el, f"type {kind!r} is not one of {', '.join(LOOP_TYPES)}")
@@ -183,9 +187,9 @@ class _LoopReader(Reader):
         if np.linalg.norm(axis) < 1e-12:
             raise self.error(el, "the axis is zero")
         (a, placement_a), (b, placement_b) = ends
-        return loops.loop_closure(a, b, placement_a, placement_b, kind, axis / np.linalg.norm(axis))
+        return loop_closure(a, b, placement_a, placement_b, kind, axis / np.linalg.norm(axis))
 
-    def coupling(self, tree, el, loops):
+    def coupling(self, tree, el):
         joint = self.coupled_joint(tree, el, self.attribute(el, "joint"))
         offset = self.number(el, "offset", 0.0)
         references = el.findall("reference")
@@ -193,7 +197,7 @@ class _LoopReader(Reader):
             if references:
                 raise self.error(el, "give the reference as an attribute or as <reference> children, not both")
             reference = self.coupled_joint(tree, el, el.get("reference"))
-            return loops.coupling(joint, reference, self.number(el, "ratio"), offset)
+            return coupling(joint, reference, self.number(el, "ratio"), offset)
         if not references:
             raise self.error(el, "missing attribute 'reference' (or <reference joint=.. ratio=..> children)")
         if el.get("ratio") is not None:
@@ -203,16 +207,16 @@ class _LoopReader(Reader):
         if len(set(names)) != len(names) or joint in names:
             raise self.error(el, f"a joint appears twice in the coupling of {joint!r} to {names}")
         # q_J - a q_R1 - b q_R2 = c
-        return _DrivenFirst(loops.linear_coupling([joint, *names], [[1.0, *(-r for r in ratios)]], offset))
+        return _DrivenFirst(linear_coupling([joint, *names], [[1.0, *(-r for r in ratios)]], offset))
 
-    def mimic(self, tree, el, loops):
+    def mimic(self, tree, el):
         tag = el.find("mimic")
         joint = self.coupled_joint(tree, tag, el.get("name"), el)
         reference = self.coupled_joint(tree, tag, self.attribute(tag, "joint", el), el)
-        return loops.coupling(joint, reference, self.number(tag, "multiplier", 1.0, el),
+        return coupling(joint, reference, self.number(tag, "multiplier", 1.0, el),
                               self.number(tag, "offset", 0.0, el))
 
-    def constraints(self, tree, loops, mimic):
+    def constraints(self, tree, mimic):
         """``(element, owner, constraint)`` per constraint, in file order: loops, couplings, then mimics (owner:
         the ``<joint>`` of a ``<mimic>``, else None)."""
         found, names = [], set()
@@ -222,9 +226,9 @@ class _LoopReader(Reader):
                 if name in names:
                     raise self.error(el, "duplicate constraint name")
                 names.add(name)
-                found.append((el, None, read(tree, el, loops)))
+                found.append((el, None, read(tree, el)))
         if mimic:
-            found += [(el.find("mimic"), el, self.mimic(tree, el, loops)) for el in self.robot.findall("joint")
+            found += [(el.find("mimic"), el, self.mimic(tree, el)) for el in self.robot.findall("joint")
                       if el.find("mimic") is not None and el.get("type") != "fixed"]
         return found
 
@@ -269,10 +273,7 @@ class _LoopReader(Reader):
 
     def close(self, tree, mimic, independent, q_reference):
         """Bind the constraints to ``tree``, check them element by element, and close the loops."""
-        from jaxmb import loops  # here, not at the top: jaxmb.loops re-exports this module's loaders
-        from jaxmb.loops.model import _aggregation_sets
-
-        found = self.constraints(tree, loops, mimic)
+        found = self.constraints(tree, mimic)
         labels = [describe(el) if owner is None else f"{describe(el)} in {describe(owner)}"
                   for el, owner, _ in found]
 
@@ -287,21 +288,21 @@ class _LoopReader(Reader):
                 raise self.error(el, str(e), owner) from None
         if mimic:
             tree = self.enforced_mimics(tree, found)
-        sets = _aggregation_sets(tree.topology, bound)
+        sets = aggregation_sets(tree.topology, bound)
         names, origin = self.independent(independent)
         self.check_clusters(tree, bound, sets, where, names, origin)
         q_ref = None if q_reference is None else jnp.asarray(q_reference, tree.mass.dtype)
         if q_ref is not None and q_ref.shape != (tree.nq,):
             raise ValueError(f"{self.source}: q_reference must have shape ({tree.nq},), got {q_ref.shape}")
         try:
-            lm = loops.close_loops(tree, [c for _, _, c in found], names, q_ref)
+            lm = close_loops(tree, [c for _, _, c in found], names, q_ref)
         except ModelError as e:  # name the elements of the cluster the message is about, if it names one
             message = str(e)
             cons = [c for bodies, cs in sets if repr([tree.joint_names[b] for b in bodies]) in message for c in cs]
             if "reference configuration" in message and "q_reference" not in message:
                 message += ", or pass a q_reference near an assembled configuration"
             raise ModelError(f"{self.source}: {where(cons or range(len(found)))}: {message}") from None
-        self.check_assembly(lm, q_ref, labels, loops)
+        self.check_assembly(lm, q_ref, labels)
         return lm
 
     def enforced_mimics(self, tree, found):
@@ -313,20 +314,20 @@ class _LoopReader(Reader):
         return tree.replace(notes=tuple(notes))
 
     @full_precision
-    def check_assembly(self, lm, q_ref, labels, loops):
+    def check_assembly(self, lm, q_ref, labels):
         """Raise unless Newton's method closes every loop from ``q_ref``'s independent coordinates."""
         if not lm.constraints:
             return
         q = neutral_configuration(lm.tree) if q_ref is None else q_ref
         y = q[jnp.asarray(lm.y_q_index, int)]
         tol = max(1e-8, 100 * float(jnp.finfo(q.dtype).eps))
-        residual = float(jnp.max(jnp.abs(loops.constraint_residual(lm, q))))
+        residual = float(jnp.max(jnp.abs(constraint_residual(lm, q))))
         # Newton's steps in growing chunks, each continuing from the last, so that a file drawn at or near an
         # assembled pose stops after a few; the steps are those of one solve with ASSEMBLY_ITERATIONS iterations.
         for chunk in ASSEMBLY_CHUNKS:
             if residual <= tol:
                 return
-            solution = loops.solve_configuration(lm, y, q, chunk)
+            solution = solve_configuration(lm, y, q, chunk)
             q, residual = solution.q, float(solution.residual)
         if residual <= tol:
             return
