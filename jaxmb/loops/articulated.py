@@ -25,15 +25,17 @@ function theorem on the cluster RNEA ``ID_y(q, yd, FD_y(q, yd, tau)) = tau``: ``
 ``M_y^-1`` applied with the factors ``B, S, D, D^-1 U*`` that the up sweep leaves (`_solve_factored`), ``d ID_y``
 through the tree's Newton-Euler, whose reverse mode is its adjoint (`jaxmb.dynamics.adjoint`). The identity holds
 at any ``q``, closed or not, since both sides embed at ``q``. The sweeps run once, in the primal call, whose factors
-the derivative map and its transpose take as residuals: the gradient's program traces them once, not three times
-(the geared chain's gradient compiled in 4.5 s instead of 6.1 s; its run time moved within the machine's noise).
+the derivative map and its transpose take as residuals: the gradient's program traces them once, not three times,
+which shortens its compilation without changing its run time (benchmarks/README.md, "Closed loops' derivatives").
 
 Under `jax.vmap` on the CPU a batch is computed 128 states at a time (`jaxmb.batching.vmap_in_cpu_chunks`, and
 `linear_in_cpu_chunks` for the derivatives), each chunk by `jax.vmap`: the dense cluster steps keep their batched
-products, and a chunk's arrays stay in the caches (through one `vmap`, 1024 states of the four-bar leg took 3.3 or
-7.3 us/state in two programs that differed in one gather; in chunks 3.1). The batch-last interpreter of the tree's
-sweeps runs these steps 1.5-1.9x slower. The sweeps gather and sum rows (`jaxmb.batching.rows`) where a scatter would be a
+products, and a chunk's arrays stay in the caches, where one `vmap` over a large batch made the run time depend on
+the program's gathers; the batch-last interpreter of the tree's sweeps runs these steps slower (benchmarks/README.md,
+"Closed loops in chunks"). The sweeps gather and sum rows (`jaxmb.batching.rows`) where a scatter would be a
 loop over the batch."""
+
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -130,9 +132,19 @@ def _nodes(lm):
     return [[_Node(lm, ids) for ids in level] for level in lm.schedule]
 
 
+class NodeFactors(NamedTuple):
+    """The factors of ``M_y`` that the up sweep leaves for one group of cluster nodes (module docstring): ``B``
+    (g, 6n, 6), ``S`` (g, 6n, ny), ``D`` (g, ny, ny) and ``Dinv_Ut = D^-1 U*`` (g, ny, 6n)."""
+
+    B: jnp.ndarray
+    S: jnp.ndarray
+    D: jnp.ndarray
+    Dinv_Ut: jnp.ndarray
+
+
 def _factor(lm, q, yd, tau, f_ext):
     """``ydd`` (ny,) by the up and down sweeps of the module docstring, and the factors of ``M_y`` that
-    `_solve_factored` needs: per group ``(B, S, D, D^-1 U*)``, keyed by its cluster ids."""
+    `_solve_factored` needs: per group a `NodeFactors`, keyed by its cluster ids."""
     tree = lm.tree
     topo = tree.topology
     emb = embedding(lm, q, yd)
@@ -170,7 +182,7 @@ def _factor(lm, q, yd, tau, f_ext):
             Bt = jnp.swapaxes(B, 1, 2)
             P = P + sum_rows(Bt @ I_a @ B, node.anchor, P.shape[0])  # (59)
             z = z + sum_rows((Bt @ p_a[..., None])[..., 0], node.anchor, z.shape[0])  # (60)
-            factors[node.ids] = (B, S, D, Dinv_Ut)
+            factors[node.ids] = NodeFactors(B=B, S=S, D=D, Dinv_Ut=Dinv_Ut)
             biases[node.ids] = (Sd_yd, Dinv_u)
     alpha = jnp.concatenate([jnp.zeros((topo.nb, 6), X.p.dtype), base_acceleration(tree)[None]])
     return _accelerations_down(lm, nodes, factors, biases, alpha), factors
@@ -182,7 +194,8 @@ def _accelerations_down(lm, nodes, factors, biases, alpha):
     ydd = jnp.zeros(lm.ny, alpha.dtype)
     for level in nodes:  # base to tips
         for node in level:
-            B, S, _, Dinv_Ut = factors[node.ids]
+            f = factors[node.ids]
+            B, S, Dinv_Ut = f.B, f.S, f.Dinv_Ut
             Sd_yd, Dinv_u = biases[node.ids]
             a_prime = (B @ alpha[node.anchor][..., None])[..., 0] + Sd_yd  # a' = B alpha(Lambda) + Sd yd
             ydd_S = Dinv_u - (Dinv_Ut @ a_prime[..., None])[..., 0]  # (53)
@@ -202,7 +215,8 @@ def _solve_factored(lm, factors, x):
     for level in reversed(nodes):  # up
         for node in level:
             gs, n = node.bodies.shape
-            B, S, D, Dinv_Ut = factors[node.ids]
+            f = factors[node.ids]
+            B, S, D, Dinv_Ut = f.B, f.S, f.D, f.Dinv_Ut
             p_A = z[node.bodies].reshape(gs, 6 * n)
             u = x[node.y_index] - (jnp.swapaxes(S, 1, 2) @ p_A[..., None])[..., 0]
             p_a = p_A + (jnp.swapaxes(Dinv_Ut, 1, 2) @ u[..., None])[..., 0]
