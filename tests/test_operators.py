@@ -16,7 +16,7 @@ import pytest
 
 import checks
 import jaxmb
-from jaxmb.dynamics.articulated import solve_log_det
+from jaxmb.dynamics.ab_steps import solve_log_det
 from jaxmb.dynamics.factorization import _common_ancestor_terms
 from jaxmb.testing import random_model, random_state
 

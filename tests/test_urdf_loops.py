@@ -1,4 +1,4 @@
-"""The closed-loop URDF loader (`jaxmb.loops.urdf`, named also `jaxmb.io.urdf_loops`): the shipped examples and
+"""The closed-loop URDF loader (`jaxmb.loops.urdf`): the shipped examples and
 the docstring's example load, the loaded four-bar leg is the mechanism built in code, couplings embed (``K G = 0``),
 mimic tags become couplings, and every kind of bad input raises a `ModelError` naming the file and the element."""
 
@@ -10,7 +10,6 @@ import pytest
 
 import jaxmb
 from jaxmb import assets, joints, loops
-from jaxmb.io import urdf_loops
 from jaxmb.loops import urdf as loops_urdf
 from jaxmb.model import ModelBuilder
 from jaxmb.rotation import rpy_to_matrix
@@ -300,10 +299,3 @@ def test_file_errors_name_the_path(tmp_path):
         loops.load_urdf(path)
     with pytest.raises(jaxmb.ModelError, match="cannot read"):
         loops.load_urdf(tmp_path / "missing.urdf")
-
-
-def test_io_module_names_the_loops_loader():
-    """`jaxmb.io.urdf_loops` and `jaxmb.loops` give the same loader (the code lives in `jaxmb.loops.urdf`, so that
-    the loops package and the io module do not import each other)."""
-    assert urdf_loops.load_urdf is loops.load_urdf is loops_urdf.load_urdf
-    assert urdf_loops.load_urdf_string is loops.load_urdf_string

@@ -321,7 +321,7 @@ def _linear_jvp(primals, tangents, *, jaxpr, transpose, n_res, batch_last):
         dy = [jnp.zeros(a.shape, a.dtype) for a in jaxpr.out_avals]
     else:
         dy = linear_p.bind(*res, *map(internals.instantiate_zeros, lin_dot), **params)
-    live = [i for i, t in enumerate(res_dot) if type(t) is not ad.Zero]
+    live = [i for i, t in enumerate(res_dot) if type(t) is not internals.Zero]
     if live:
         call = internals.jaxpr_as_fun(jaxpr)
         _, dy_res = jax.jvp(*of_live(lambda *res: call(*res, *lin), tuple(res), live), [res_dot[i] for i in live])

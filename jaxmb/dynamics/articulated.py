@@ -41,8 +41,6 @@ from jaxmb.dynamics.ab_steps import (
     articulated_step,
     inertia_step,
     innovations_step,
-    solve_log_det,  # noqa: F401  (re-exported: callers outside jaxmb.dynamics import the solves from here)
-    solve_small,  # noqa: F401
 )
 from jaxmb.dynamics.adjoint import newton_euler_vjp
 from jaxmb.dynamics.inverse import joint_forces

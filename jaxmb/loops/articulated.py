@@ -52,7 +52,8 @@ from jaxmb.batching import (
     sum_rows,
     vmap_in_cpu_chunks,
 )
-from jaxmb.dynamics.articulated import solve_small, velocity_terms
+from jaxmb.dynamics.ab_steps import solve_small
+from jaxmb.dynamics.articulated import velocity_terms
 from jaxmb.hinges import base_acceleration
 from jaxmb.loops.dynamics import inverse_dynamics
 from jaxmb.loops.embedding import embedding
