@@ -2,7 +2,7 @@
 
 A joint connects the *joint frame* (fixed on the parent, placed by the model's ``X_tree``) to the child body
 frame. Every kind here has a hinge map ``H*(k)`` that is constant in child-frame coordinates, so the Coriolis term
-is ``a(k) = V(k) x (H*(k) qd(k))`` for all of them (book_part1 digest, section 1.6).
+is ``a(k) = V(k) x (H*(k) qd(k))`` for all of them (book ch. 5).
 
 =========  ====  ====  ==========================================================================
 kind       nq    nv    coordinates

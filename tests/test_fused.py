@@ -129,7 +129,7 @@ def test_rule_leaves_other_models_to_the_sweeps(monkeypatch):
 @pytest.mark.parametrize("name", ["fixed-base", "talos"])
 def test_kernels_lower_for_cuda(name):
     """Pallas lowers every operation of the kernels to Triton (one kernel on a fixed base, two around a free
-    base), without a GPU: no operation that Triton lacks reaches a GPU lease."""
+    base), without a GPU: no operation that Triton lacks reaches a GPU."""
     model = MODELS[name]().cast(jnp.float32)
     q, qd, tau, _ = _batch(model, 3)
     lowered = jax.jit(functools.partial(fused.batched_accelerations, model)).trace(

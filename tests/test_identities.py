@@ -1,4 +1,4 @@
-"""Dynamics identities on random trees, in float64 (book ch. 2-5 and 9; digest book_part1 sections 4-5).
+"""Dynamics identities on random trees, in float64 (book ch. 2-5 and 9).
 
 Every test computes one quantity twice by independent routes: the O(N) recursions against dense operator
 products, automatic differentiation of energies and kinematics, or energy and momentum balance along a
@@ -202,7 +202,7 @@ def scale_fd(out, x):
 @pytest.mark.parametrize("variant", ["gravity", "gravity+f_ext", "zero_gravity"])
 @pytest.mark.parametrize("name", ALL)
 def test_forward_dynamics_inverts_inverse_dynamics(name, variant):
-    """FD(q, qd, ID(q, qd, qdd)) == qdd (Alg 5.2 and 7.2; digest section 5 item 2), with f_ext and without g."""
+    """FD(q, qd, ID(q, qd, qdd)) == qdd (Alg 5.2 and 7.2), with f_ext and without g."""
     for (q, qd, qdd, f_ext), out in evaluated(name)[1]:
         assert_close(out[f"FD_ID[{variant}]"], qdd, scale=scale_fd(out, qdd))
 
@@ -234,7 +234,7 @@ def test_mass_matrix_equals_dense_H_phi_M_phi_star_H_star(name):
 
 @pytest.mark.parametrize("name", ALL)
 def test_mass_matrix_is_symmetric_positive_definite(name):
-    """M = M* > 0 (digest section 5 item 1)."""
+    """M = M* > 0."""
     for _, out in evaluated(name)[1]:
         M = out["M"]
         assert_close(M, M.T)
@@ -279,7 +279,7 @@ def test_mass_matrix_independent_of_common_ancestor_joints(name):
 
 @pytest.mark.parametrize("name", ALL)
 def test_kinetic_energy_is_half_qd_M_qd(name):
-    """1/2 qd* M(q) qd == 1/2 sum_k V(k)* M(k) V(k) (2.14; digest section 5 item 1)."""
+    """1/2 qd* M(q) qd == 1/2 sum_k V(k)* M(k) V(k) (2.14)."""
     for (q, qd, *_), out in evaluated(name)[1]:
         assert_close(out["KE"], 0.5 * qd @ out["M"] @ qd)
 
@@ -306,7 +306,7 @@ def test_kinetic_energy_and_momentum_match_body_motion(name):
 
 @pytest.mark.parametrize("name", ONE_DOF)
 def test_gravity_forces_are_potential_gradient(name):
-    """gravity_forces(q) == dPE/dq (digest sections 1.7 and 5 item 4; pins the sign of the gravity term)."""
+    """gravity_forces(q) == dPE/dq (pins the sign of the gravity term)."""
     for _, out in evaluated(name)[1]:
         assert np.abs(out["PE_grad"]).max() > 1e-3
         assert_close(out["g"], out["PE_grad"])
@@ -335,8 +335,8 @@ def test_Mdot_minus_2C_is_skew(name):
 
 @pytest.mark.parametrize("name", ONE_DOF)
 def test_bias_forces_equal_lagrangian_coriolis(name):
-    """Newton-Euler C(q, qd) - g(q) == Mdot qd - 1/2 d/dq (qd* M qd) (Lagrange's equations; digest section 5
-    item 3): the whole vector, not only its projection on qd."""
+    """Newton-Euler C(q, qd) - g(q) == Mdot qd - 1/2 d/dq (qd* M qd) (Lagrange's equations): the whole
+    vector, not only its projection on qd."""
     for (q, qd, *_), out in evaluated(name)[1]:
         lagrange = out["Mdot"] @ qd - 0.5 * np.einsum("i,ijk,j->k", qd, out["dM_dq"], qd)
         assert_close(out["C"] - out["g"], lagrange)
@@ -513,7 +513,7 @@ def _rk4(model, q, qd, dt, n_steps):
 
 def test_free_floating_tree_conserves_momentum_and_energy():
     """A free-floating tree (free base, all joint kinds) without gravity, joint forces or external forces keeps
-    its spatial momentum about the world origin and its kinetic energy (digest section 5 item 9). RK4 conserves
+    its spatial momentum about the world origin and its kinetic energy. RK4 conserves
     neither exactly, so the drift over a fixed horizon must vanish as O(dt^4): halving dt divides it by ~16."""
     model, results = evaluated("floating-mixed")
     model = model.replace(gravity=jnp.zeros(3))

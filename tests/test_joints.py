@@ -1,6 +1,6 @@
 """Joint kinds (`jaxmb.joints`): transform, hinge map, configuration rate, integration, neutral and random
 configurations, for revolute, prismatic and helical screws, spherical, planar and free joints (book Fig 3.2,
-(3.5)-(3.8); digest book_part1 section 1.5).
+(3.5)-(3.8)).
 
 The hinge map is checked against the joint transform itself: moving along q(t) with dq/dt =
 configuration_rate(q, qd), the child frame's body twist [vee(R* dR/dt); R* dp/dt] must be H* qd. Integration is

@@ -1,4 +1,4 @@
-"""The mechanisms of `jaxmb.loops.mechanisms` in float64 (grbda's test design, STYLE.md): constraint-embedded
+"""The mechanisms of `jaxmb.loops.mechanisms` in float64: constraint-embedded
 forward dynamics against projection and Lagrange multipliers, inverse dynamics, the mass matrix, a geared link's
 closed form, the armature approximation, and energy conservation under RK4.
 

@@ -1,4 +1,4 @@
-"""Closed loops by constraint embedding (book ch. 11 and 15, seed 001), in float64.
+"""Closed loops by constraint embedding (book ch. 11 and 15; Chignoli et al. 2023), in float64.
 
 Random trees closed by random loop closures and gear couplings (`jaxmb.testing.random_loop_model`) and a planar
 four-bar check the embedded AB algorithm against the two dense references on the same spanning tree (Lagrange
@@ -40,7 +40,7 @@ MODEL_SPECS = {
 N_STATES = 2
 
 
-# -- a planar four-bar hanging under a vertical slider (book 15.14, digest chignoli 1.7(d)) ----------------------
+# -- a planar four-bar hanging under a vertical slider (book 15.14; Chignoli et al. 2023, sec. VI) ------------
 
 L1, L2, L3, OFFSET = 0.1, 0.15, 0.12, 0.06  # driver, coupler (to the closure point), support, hinge spacing
 Q_FOUR_BAR = np.array([0.1, -1.2, -0.2995625, 1.59550865])  # hip, driver, support, coupler: closed (4e-9)
@@ -59,14 +59,14 @@ def four_bar_tree():
 
 
 def four_bar_phi(x, l1, l2, l3, o):
-    """The planar four-bar closure in the hip frame (digest chignoli 1.7(d)), x = (driver, support, coupler)."""
+    """The planar four-bar closure in the hip frame (Chignoli et al. 2023, sec. VI), x = (driver, support, coupler)."""
     q0, q1, q2 = x
     return jnp.stack([l1 * jnp.cos(q0) + l2 * jnp.cos(q0 + q2) - l3 * jnp.cos(q1) - o,
                       l1 * jnp.sin(q0) + l2 * jnp.sin(q0 + q2) - l3 * jnp.sin(q1)])
 
 
 def four_bar_K_k(x, xd, l1, l2, l3):
-    """The closed forms of ``K = dphi/dx`` and ``k = -Kdot xd`` (digest chignoli 1.7(d))."""
+    """The closed forms of ``K = dphi/dx`` and ``k = -Kdot xd`` (Chignoli et al. 2023, sec. VI)."""
     q0, q1, q2 = x
     d0, d1, d2 = xd
     s0, c0, s1, c1 = jnp.sin(q0), jnp.cos(q0), jnp.sin(q1), jnp.cos(q1)
@@ -272,7 +272,7 @@ def test_constraint_rates_equal_autodiff_of_the_residual(name):
 
 def test_four_bar_closure_and_its_closed_form_embed_alike():
     """Two residuals of one loop (the cut joint in the coupler's frame, the closed form in the hip frame) differ
-    by an invertible matrix, so they give the same G and g on the constraint manifold (digest 1.4)."""
+    by an invertible matrix, so they give the same G and g on the constraint manifold."""
     closure, analytic = four_bar(), four_bar(analytic=True)
     for q, yd, tau, _ in get_case("four-bar").states:
         checks.assert_close(loops.embedding_matrix(analytic, q), loops.embedding_matrix(closure, q), 1e-12)

@@ -1,11 +1,11 @@
 """The spatial operator layer on random trees, in float64: articulated-body quantities, the innovations
 factorization, the mass-matrix inverse and log-determinant, inter-body forces and hybrid dynamics.
 
-Each identity test is named by its equation in Jain's book (digests book_part1 sections 2-4, book_part2 section 1,
-book_part3 section 3; paper 000 for eq. 18). The dense operators come from `jaxmb.operators` (numpy stacking of
-blocks computed by the recursions); the matrices they are compared with come from other recursions (CRBA, the
-ancestor walks of `innovations_factors`, the O(N) solves), so each test compares two independent routes.
-"""
+Each identity test is named by its equation in Jain's book (for the inter-body forces, A. Jain, "Computing Inter-
+Body Constraint Forces in Recursive Multibody Dynamics", 2018, eq. 18). The dense operators come from
+`jaxmb.operators` (numpy stacking of blocks computed by the recursions); the matrices they are compared with come
+from other recursions (CRBA, the ancestor walks of `innovations_factors`, the O(N) solves), so each test compares
+two independent routes. """
 
 import functools
 
@@ -298,7 +298,7 @@ def test_gradient_of_log_det_matches_finite_differences_and_dense_route(log_det_
     assert_close(g, fd, rtol=1e-7)
 
 
-# -- inter-body forces (paper 000, eq. 18) -------------------------------------------------------------------------
+# -- inter-body forces (Jain 2018, eq. 18) -------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", ALL)

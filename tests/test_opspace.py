@@ -1,6 +1,6 @@
 """Operational space on random trees, in float64: the compliance Lambda^-1 = J M^-1 J* by column sweeps, the
 Upsilon kernel, the projector identities of Lemmas 10.3-10.4, C_os three ways, the operational-space controller
-in closed loop, and the derivatives of Lambda^-1 (book_part2 digest, section 2; tests named by equation).
+in closed loop, and the derivatives of Lambda^-1 (book ch. 10; tests named by equation).
 
 Dense references: `jaxmb.operators.dense_operators` (blocks from the recursions, stacked in numpy), the CRBA mass
 matrix with a dense solve, and the frame Jacobians of `jaxmb.jacobian`. Pinocchio's Jacobians and mass matrix

@@ -1,4 +1,4 @@
-"""Spatial algebra and rotation identities (book ch. 1-2; digest book_part1 sections 1.1-1.3 and 4, "Ch1", "Ch2").
+"""Spatial algebra and rotation identities (book ch. 1-2).
 
 Every function is checked on a batch of random arguments (fixed seeds) against the dense 6x6 or 3x3 matrix form of
 the same operator, or against an algebraic identity the operator must satisfy. float64, tolerance RTOL.

@@ -19,7 +19,7 @@ With A's handle 2 moved to B's handle 1, ``K = phi* Lambda_22(A) phi + Lambda_11
 ``r = C_1(B) - C_2(A) + Lambda_12(B) f_2(B) - Lambda_21(A) f_1(A)``; the armature enters through ``E``. The
 combined subsystem keeps A's handle 1 and B's handle 2. The chain is joined to the world last (10.53): the world
 has no compliance and the acceleration ``alpha(world) = [0; -g]``, so gravity enters as in the AB algorithm.
-Back-substitution (book_part2 digest, from (A.16)) runs the levels in reverse: each joint, knowing its
+Back-substitution (book (A.16)) runs the levels in reverse: each joint, knowing its
 subsystem's handle forces, finds ``qdd(k)`` and its force ``f`` and hands ``(f_1, -phi f)`` to A and
 ``(f, f_2)`` to B.
 

@@ -12,7 +12,7 @@ frame's spatial acceleration (body-frame derivative, as `jaxmb.bias_acceleration
 body ``Bdot* V = 0`` (10.3). The linear rows are not the classical acceleration of the frame origin, which adds
 ``w x v`` (frame coordinates; Pinocchio's ``getFrameClassicalAcceleration``).
 
-Multi-right-hand-side sweeps (book_part2 digest, section 2). With ``B`` the task columns placed at their bodies,
+Multi-right-hand-side sweeps (book ch. 10). With ``B`` the task columns placed at their bodies,
 ``B(k) = sum_i phi(k, O_i) d_i*``:
 
     up:    X(k) = sum_children psi(k, j) X(j) + B(k),  nu(k) = D^-1(k) H(k) X(k)          X = psi B

@@ -1,9 +1,10 @@
-"""The constraint-embedded articulated-body algorithm on the cluster tree (book 15.16-15.23, seed 001 Alg. 1).
+"""The constraint-embedded articulated-body algorithm on the cluster tree (book 15.16-15.23;
+Chignoli et al. 2023, Alg. 1).
 
 A cluster node S with bodies ``1..n`` hanging from the anchor body Lambda of its parent node has, stacked over
 its bodies (6n rows, body coordinates):
 
-    B       = [phi*(Lambda, i)]_i              (6n, 6)   the parent's motion seen by each body (seed 001 (35))
+    B       = [phi*(Lambda, i)]_i              (6n, 6)   the parent's motion seen by each body (Chignoli (35))
     Phi_S   = [phi*(j, i)]_{i, j in S}         (6n, 6n)  lower block-triangular within S (book A_S*, seed (13))
     S       = Phi_S diag(H*(j)) G_S            (6n, ny)  the cluster's motion subspace (seed (15), book H_RS*)
     Sd yd   = Phi_S (diag(H*(j)) g_S + a_S)    (6n,)     its bias acceleration (seed (19)); a(j) = V(j) x H* qd(j)
@@ -16,7 +17,8 @@ and the articulated-body recursion reads as for a body, with ``S`` for ``H*`` (s
     down:  a' = B alpha(Lambda) + Sd yd,   ydd_S = D^-1 (u - U* a'),   alpha_S = a' + S ydd_S
 
 ``P(i)`` and ``z(i)`` accumulate per body (``M(i)`` and ``b(i)`` to start with), so a parent node's ``I_A``
-stays block diagonal: a child node adds only to its anchor's block (seed 001 section IV-D). A one-body node with
+stays block diagonal: a child node adds only to its anchor's block (Chignoli et al.
+2023, section IV-D). A one-body node with
 ``G = 1`` is the ordinary AB step, so the recursion covers the whole tree; nodes are swept per depth of the
 cluster tree, one batched step per group of equal shape.
 

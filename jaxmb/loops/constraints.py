@@ -1,4 +1,5 @@
-"""Holonomic constraints on a spanning tree's coordinates: ``phi(q) = 0`` (book 15.24-15.27, seed 001 (2)-(4)).
+"""Holonomic constraints on a spanning tree's coordinates: ``phi(q) = 0`` (book 15.24-15.27;
+Chignoli et al. 2023, (2)-(4)).
 
 A constraint is written by the user against names (`coupling`, `linear_coupling`, `loop_closure`, `implicit`,
 `explicit`) and *bound* to a tree model by `close_loops` (`jaxmb.loops.model`): binding resolves the names into
@@ -407,7 +408,7 @@ def implicit(joints, fn, params=(), name="implicit") -> Implicit:
 
 @dataclass(frozen=True)
 class Explicit:
-    """``q[dependent] = gamma(q[independent], *params)``: a closed-form loop map (seed 001 (3))."""
+    """``q[dependent] = gamma(q[independent], *params)``: a closed-form loop map (Chignoli et al. 2023, (3))."""
 
     dependent: tuple
     independent: tuple

@@ -2,11 +2,11 @@
 solvers of book chapter 11 on the same spanning tree.
 
 With ``qd = G yd`` and ``qdd = G ydd + g`` (`jaxmb.loops.embedding`), the embedded equations of motion are
-(book 15.7-15.8, seed 001 section IV)
+(book 15.7-15.8, Chignoli et al. 2023, section IV)
 
     M_y ydd + C_y = tau_y,   M_y = G* M G,   C_y = G* (C + M g)
 
-and the cluster RNEA ``tau_k = S_k* f_k`` (seed 001 (62)-(65)) sums to ``G* ID(q, qd, qdd)``: the tree's O(N)
+and the cluster RNEA ``tau_k = S_k* f_k`` (Chignoli et al., (62)-(65)) sums to ``G* ID(q, qd, qdd)``: the tree's O(N)
 Newton-Euler sweep, then one small product per cluster. Forward dynamics by constraint embedding is in
 `jaxmb.loops.articulated`; the references here are dense, for checking it and for comparison:
 

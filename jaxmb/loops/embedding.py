@@ -1,4 +1,4 @@
-"""The constraint Jacobian and the embedding maps (book 15.1, 15.24-15.27; seed 001 (2)-(4)).
+"""The constraint Jacobian and the embedding maps (book 15.1, 15.24-15.27; Chignoli et al. 2023, (2)-(4)).
 
 With ``K = dphi/dq`` and ``k = -Kdot qd`` (so that ``K qdd = k``), a loop cluster splits its coordinates into
 independent ones ``i`` and dependent ones ``d`` and embeds them as

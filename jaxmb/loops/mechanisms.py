@@ -1,10 +1,10 @@
-"""Mechanisms with geared rotors and closed loops (Chignoli et al. 2023, sec. VI; grbda digest 1.7): builders of
+"""Mechanisms with geared rotors and closed loops (Chignoli et al. 2023, sec. VI): builders of
 `LoopModel`s and of their armature approximations.
 
 A rotor is a body on a revolute joint whose angle is a fixed combination of link angles (a gear, a belt, a
 differential), one coupling row per rotor:
 
-    q_rotor = sum_j n_j q_j                                              (grbda digest 1.7 (a), (b), (e))
+    q_rotor = sum_j n_j q_j                                              (Chignoli et al. 2023, sec. VI)
 
 ``exact=True`` embeds the couplings with `close_loops`, the link coordinates independent (one cluster per group
 of coupled joints). ``exact=False`` gives a plain `jaxmb.Model` of the same links: each rotor becomes a fixed
@@ -129,7 +129,7 @@ CHAIN_ROTOR = Rotor(mass=0.25, J_axial=7.8e-5, J_transverse=4.7e-5)
 
 def geared_pendulum_chain(n=3, gear=10.0, exact=True):
     """``n`` links in series, revolute about y, hanging along -z; joint ``link{i}``'s rotor ``rotor{i}`` sits on
-    the previous link (the world for the first) and turns at ``gear`` times the joint (grbda digest 1.7 (a)).
+    the previous link (the world for the first) and turns at ``gear`` times the joint.
 
     ==========================  ======================================================================
     link i (``link{i}``)        1.0 kg rod, 0.30 m long, 0.02 m radius, com 0.15 m below its joint
@@ -158,8 +158,8 @@ FOUR_BAR = dict(l_driver=0.18, l_support=0.175, support_pivot=(0.05, 0.0, 0.0), 
 
 
 def four_bar_leg(independent="driver", exact=True):
-    """A planar four-bar leg in the x-z plane (revolute joints about y) under a trunk on a vertical slider
-    (grbda digest 1.7 (d)): the ``driver`` (thigh) and the ``support`` (push rod) hang from the trunk, the
+    """A planar four-bar leg in the x-z plane (revolute joints about y) under a trunk on a vertical slider: the
+    ``driver`` (thigh) and the ``support`` (push rod) hang from the trunk, the
     ``coupler`` (shank) from the driver's end; a lever on the shank meets the push rod's end (a planar loop
     closure, 2 rows). Frames ``knee``, ``rod_end``, ``lever`` and ``foot`` mark the linkage's points.
 
@@ -209,7 +209,7 @@ BELT_ROTOR = Rotor(mass=0.15, J_axial=1.4e-4, J_transverse=8.0e-5)
 
 def belt_leg(exact=True, hip_gear=6.0, knee_gear=12.0):
     """A humanoid-like leg on a fixed hip: thigh (``hip`` pitch), shank (``knee``), foot (``ankle``), all about y,
-    with a parallel-belt knee-ankle transmission whose rotors both sit on the thigh (grbda digest 1.7 (b)):
+    with a parallel-belt knee-ankle transmission whose rotors both sit on the thigh:
 
         q_rotor_hip = 6 q_hip,   q_rotor_knee = 12 q_knee,   q_rotor_ankle = 12 (q_knee + q_ankle)
 
@@ -252,7 +252,7 @@ DIFF_ROTOR = Rotor(mass=0.10, J_axial=6.0e-5, J_transverse=3.5e-5)
 
 def bevel_differential(exact=True, gear=6.0):
     """Two rotors on a fixed base drive a ``pitch`` yoke (about y) and a ``roll`` link (about x, on the yoke)
-    through a ``gear``:1 gearbox and an ideal bevel differential (grbda digest 1.7 (e), the simple variant):
+    through a ``gear``:1 gearbox and an ideal bevel differential (Chignoli et al. 2023, sec. VI, the simple variant):
 
         [q_pitch, q_roll] = 1/(2N) [[1, 1], [1, -1]] [q_rotor1, q_rotor2],  i.e.  q_rotor1,2 = N (q_pitch +- q_roll)
 

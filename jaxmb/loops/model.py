@@ -1,12 +1,12 @@
 """`LoopModel`: a spanning tree, its constraints, and the tree of cluster nodes that embeds them (book 15.1,
-seed 001 section III).
+Chignoli et al. 2023, section III).
 
-Aggregation (book_part3 digest 1.1): for each constraint, the aggregation set is the set of bodies on the paths
-from the bodies it involves up to their closest common ancestor, that ancestor excluded; overlapping sets are
-merged. Each merged set is one *cluster*: a node of the cluster tree whose base bodies all hang from one body of
-the parent node, the *anchor* (seed 001's output body Lambda). Every other body is a cluster of its own. Cluster
-nodes sit in a level schedule like bodies: per depth of the cluster tree, grouped by their shape, so that one
-group is one batched step (`jaxmb.loops.articulated`).
+Aggregation (book ch. 15): for each constraint, the aggregation set is the set of bodies on the paths from the
+bodies it involves up to their closest common ancestor, that ancestor excluded; overlapping sets are merged. Each
+merged set is one *cluster*: a node of the cluster tree whose base bodies all hang from one body of the parent node,
+the *anchor* (the output body Lambda of Chignoli et al.). Every other body is a cluster of its own. Cluster nodes
+sit in a level schedule like bodies: per depth of the cluster tree, grouped by their shape, so that one group is one
+batched step (`jaxmb.loops.articulated`).
 
 Coordinates: the state is the spanning configuration ``q`` (tree.nq,) that satisfies the constraints, and the
 independent velocities ``yd`` (ny,), the entries ``qd[y_v_index]`` of the spanning velocity. The independent

@@ -1,4 +1,4 @@
-"""The position level: dependent coordinates from independent ones, ``phi(q) = 0`` (book_part3 digest 1.5).
+"""The position level: dependent coordinates from independent ones, ``phi(q) = 0`` (book ch. 15).
 
 Newton's method on the dependent coordinates with a fixed number of iterations (so it batches under ``vmap``),
 differentiated by the implicit-function theorem through ``jax.lax.custom_root`` rather than through the
