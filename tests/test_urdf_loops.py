@@ -3,6 +3,7 @@ the docstring's example load, the loaded four-bar leg is the mechanism built in 
 mimic tags become couplings, and every kind of bad input raises a `ModelError` naming the file and the element."""
 
 import re
+import warnings
 
 import jax.numpy as jnp
 import numpy as np
@@ -127,8 +128,11 @@ GRIPPER = """<robot name="gripper">
 
 def test_mimic_becomes_a_coupling():
     text = GRIPPER.replace("MIMIC", 'multiplier="-0.5" offset="0.1"')
-    free = loops.load_urdf_string(text)
-    coupled = loops.load_urdf_string(text, mimic=True)
+    with pytest.warns(UserWarning, match="load as independent coordinates"):
+        free = loops.load_urdf_string(text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # enforced couplings: no warning that they are not
+        coupled = loops.load_urdf_string(text, mimic=True)
     assert (free.nv, free.ny, coupled.ny) == (3, 3, 2)
     assert coupled.independent_joints == ("wrist", "finger_a")
     assert any("enforced as a coupling" in n for n in coupled.tree.notes)
