@@ -1,0 +1,22 @@
+"""The simulator: scenes, states, steps and rollouts, batched and differentiable (`jaxmb.sim.step`).
+
+Modules: `scene` (the `Scene` pytree and `make_scene`), `geometry` (shapes on bodies, contact pairs), `collision`
+(the narrow phase), `urdf_collision` (shapes from URDF ``<collision>`` elements), `actuators` (motors, servos,
+passive joint terms), `constraints` (contact-space compliance on the operational-space sweeps, joint limits and
+friction, compliant contact), `solver` (the frictional contact problem), `integrators`, `step` (state, step,
+rollout).
+"""
+
+from jaxmb.sim.actuators import motor, position, velocity
+from jaxmb.sim.collision import Contacts
+from jaxmb.sim.geometry import Geometry, Pairs, box, capsule, plane, sphere
+from jaxmb.sim.scene import INTEGRATORS, CONTACT_MODELS, Scene, make_scene
+from jaxmb.sim.solver import residuals
+from jaxmb.sim.step import ContactState, State, contact_forces, init_state, rollout, step
+from jaxmb.sim.urdf_collision import urdf_geometry
+
+__all__ = [
+    "CONTACT_MODELS", "ContactState", "Contacts", "Geometry", "INTEGRATORS", "Pairs", "Scene", "State", "box",
+    "capsule", "contact_forces", "init_state", "make_scene", "motor", "plane", "position", "residuals", "rollout",
+    "sphere", "step", "urdf_geometry", "velocity",
+]

@@ -1,0 +1,187 @@
+"""Actuators and passive joint forces: motors, position and velocity servos with force limits, joint damping.
+
+Every actuator drives one velocity coordinate ``j`` and produces the force of MuJoCo's affine actuator,
+
+    f = clip(gain u + bias_q q_j + bias_qd qd_j, -force_limit, force_limit),     u = clip(ctrl, ctrl_range)
+
+a motor ``gain = gear``; a position servo (PD) ``gain = kp, bias_q = -kp, bias_qd = -kv``, so that
+``f = kp (u - q_j) - kv qd_j``; a velocity servo ``gain = kv, bias_qd = -kv``. Their numbers are leaves of the
+scene, so a batch of scenes with randomized gains is a ``vmap``; which coordinate each one drives is static.
+Coulomb friction of the joints is a constraint of the contact solver (`jaxmb.sim.constraints`), or the smooth
+``-frictionloss tanh(qd / v_s)`` of `passive_forces`.
+"""
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmb.errors import ModelError
+
+
+@dataclass(frozen=True)
+class Actuator:
+    """One actuator as written by the user (`motor`, `position`, `velocity`): plain numbers, checked when the scene
+    is built (`actuators`)."""
+
+    joint: str
+    kind: str
+    gain: float
+    bias_q: float
+    bias_qd: float
+    force_limit: float
+    ctrl_range: tuple
+    coordinate: int = 0
+
+
+def motor(joint, gear=1.0, force_limit=None, ctrl_range=None, coordinate=0) -> Actuator:
+    """A torque (or force) source on ``joint``'s velocity coordinate ``coordinate``: ``f = gear u``."""
+    return Actuator(joint, "motor", gear, 0.0, 0.0, _limit(force_limit), _range(ctrl_range), coordinate)
+
+
+def position(joint, kp, kv=0.0, force_limit=None, ctrl_range=None) -> Actuator:
+    """A position servo on a one-coordinate joint: ``f = kp (u - q) - kv qd``, ``u`` the target position."""
+    return Actuator(joint, "position", kp, -kp, -kv, _limit(force_limit), _range(ctrl_range))
+
+
+def velocity(joint, kv, force_limit=None, ctrl_range=None) -> Actuator:
+    """A velocity servo on a one-coordinate joint: ``f = kv (u - qd)``, ``u`` the target velocity."""
+    return Actuator(joint, "velocity", kv, 0.0, -kv, _limit(force_limit), _range(ctrl_range))
+
+
+def _limit(force_limit):
+    return np.inf if force_limit is None else force_limit
+
+
+def _range(ctrl_range):
+    return (-np.inf, np.inf) if ctrl_range is None else tuple(ctrl_range)
+
+
+@dataclass(frozen=True)
+class Actuators:
+    """The scene's actuators (nu of them). Leaves (nu,): ``gain``, ``bias_q``, ``bias_qd``, ``force_limit``,
+    ``ctrl_lower``, ``ctrl_upper``. Static: ``v_index`` (nu,) the velocity coordinate each drives, ``q_index`` (nu,)
+    its position coordinate (-1 for a motor on a multi-coordinate joint), ``names`` (nu,)."""
+
+    gain: jnp.ndarray
+    bias_q: jnp.ndarray
+    bias_qd: jnp.ndarray
+    force_limit: jnp.ndarray
+    ctrl_lower: jnp.ndarray
+    ctrl_upper: jnp.ndarray
+    v_index: tuple = field(metadata=dict(static=True))
+    q_index: tuple = field(metadata=dict(static=True))
+    names: tuple = field(metadata=dict(static=True))
+
+    @property
+    def nu(self) -> int:
+        return len(self.v_index)
+
+
+def actuators(model, specs) -> Actuators:
+    """Check the actuator ``specs`` against ``model`` and gather them: a `ModelError` names the actuator whose
+    joint is missing, whose coordinate does not exist, whose servo is on a joint of several coordinates, or whose
+    gains, limits or range are not finite, non-negative or ordered."""
+    rows, v_index, q_index, names = [], [], [], []
+    for i, a in enumerate(specs):
+        where = f"actuator {i} ({a.kind} on joint {a.joint!r})"
+        try:
+            q_slice, v_slice = model.joint_coordinates(a.joint)
+        except KeyError as e:
+            raise ModelError(f"{where}: {e.args[0]}") from None
+        n = v_slice.stop - v_slice.start
+        if a.kind != "motor" and (n != 1 or q_slice.stop - q_slice.start != 1):
+            raise ModelError(f"{where}: a {a.kind} servo needs a joint of one coordinate; this one has {n} "
+                             "(drive its coordinates with motors)")
+        if not 0 <= a.coordinate < n:
+            raise ModelError(f"{where}: coordinate {a.coordinate} out of range for a joint of {n} coordinates")
+        numbers = np.array([a.gain, a.bias_q, a.bias_qd], float)
+        if not np.all(np.isfinite(numbers)):
+            raise ModelError(f"{where}: gains must be finite, got {numbers.tolist()}")
+        if a.kind != "motor" and (a.gain < 0 or a.bias_qd > 0):
+            raise ModelError(f"{where}: servo gains must be non-negative")
+        lo, hi = a.ctrl_range
+        if not (a.force_limit > 0) or np.isnan(lo) or np.isnan(hi) or not lo < hi:
+            raise ModelError(f"{where}: force_limit must be positive and ctrl_range increasing, got "
+                             f"{a.force_limit} and {a.ctrl_range}")
+        rows.append([a.gain, a.bias_q, a.bias_qd, a.force_limit, lo, hi])
+        v_index.append(v_slice.start + a.coordinate)
+        q_index.append(q_slice.start if a.kind != "motor" or n == 1 else -1)
+        names.append(f"{a.kind}:{a.joint}" + (f"[{a.coordinate}]" if n > 1 else ""))
+    values = np.asarray(rows, float).reshape(-1, 6).T
+    leaves = [jnp.asarray(v, model.mass.dtype) for v in values]
+    return Actuators(*leaves, v_index=tuple(v_index), q_index=tuple(q_index), names=tuple(names))
+
+
+def actuator_forces(act: Actuators, q, qd, ctrl):
+    """Joint forces (nv,) of the actuators at ``(q, qd)`` (one state) for the controls ``ctrl`` (nu,)."""
+    nv = qd.shape[0]
+    if not act.nu:
+        return jnp.zeros(nv, qd.dtype)
+    v, qi = np.asarray(act.v_index), np.asarray(act.q_index)
+    u = jnp.clip(ctrl, act.ctrl_lower, act.ctrl_upper)
+    q_j = jnp.where(qi >= 0, q[np.maximum(qi, 0)], 0.0)
+    f = act.gain * u + act.bias_q * q_j + act.bias_qd * qd[v]
+    f = jnp.clip(f, -act.force_limit, act.force_limit)
+    return jnp.zeros(nv, qd.dtype).at[v].add(f)
+
+
+def actuator_damping(act: Actuators, nv, dt):
+    """``-d f / d qd_j - dt d f / d q_j`` per coordinate (nv,) of the unsaturated actuators: the damping that an
+    implicit-in-velocity step treats implicitly (a position servo's stiffness acts through ``q + dt qd``)."""
+    if not act.nu:
+        return jnp.zeros(nv, act.gain.dtype)
+    return jnp.zeros(nv, act.gain.dtype).at[np.asarray(act.v_index)].add(-act.bias_qd - dt * act.bias_q)
+
+
+@dataclass(frozen=True)
+class JointTerms:
+    """Passive joint terms per velocity coordinate (nv,), leaves: ``damping`` (``f = -damping qd``),
+    ``frictionloss`` (the largest Coulomb friction force), ``friction_velocity`` (scalar: the velocity scale of
+    the smooth friction option)."""
+
+    damping: jnp.ndarray
+    frictionloss: jnp.ndarray
+    friction_velocity: jnp.ndarray
+
+
+def joint_terms(model, damping=None, frictionloss=None, friction_velocity=1e-2) -> JointTerms:
+    """`JointTerms` from a scalar (every coordinate), a sequence of nv, or a dict ``{joint name: value}``; a
+    `ModelError` names a negative, non-finite or misshapen value."""
+    return JointTerms(_per_coordinate(model, damping, "damping"), _per_coordinate(model, frictionloss, "frictionloss"),
+                      jnp.asarray(friction_velocity, model.mass.dtype))
+
+
+def _per_coordinate(model, value, what):
+    out = np.zeros(model.nv)
+    if isinstance(value, dict):
+        for name, x in value.items():
+            try:
+                out[model.joint_coordinates(name)[1]] = x
+            except KeyError as e:
+                raise ModelError(f"{what}: {e.args[0]}") from None
+    elif value is not None:
+        x = np.asarray(value, float)
+        if x.ndim and x.shape != (model.nv,):
+            raise ModelError(f"{what}: expected a scalar, a dict by joint name or {model.nv} values, got shape "
+                             f"{x.shape}")
+        out[:] = x
+    if not np.all(np.isfinite(out)) or np.any(out < 0):
+        raise ModelError(f"{what} must be finite and non-negative, got {out.tolist()}")
+    return jnp.asarray(out, model.mass.dtype)
+
+
+def passive_forces(joints: JointTerms, qd, smooth_friction):
+    """Damping, and the smooth Coulomb friction when ``smooth_friction``, (nv,)."""
+    f = -joints.damping * qd
+    if smooth_friction:
+        f = f - joints.frictionloss * jnp.tanh(qd / joints.friction_velocity)
+    return f
+
+
+for _cls in (Actuators, JointTerms):
+    _static = [f.name for f in dataclasses.fields(_cls) if f.metadata.get("static")]
+    jax.tree_util.register_dataclass(
+        _cls, data_fields=[f.name for f in dataclasses.fields(_cls) if f.name not in _static], meta_fields=_static)

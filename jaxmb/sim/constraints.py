@@ -1,0 +1,254 @@
+"""Contact and joint constraints of one step: the contact-space compliance by the operational-space sweeps, the
+rows of joint limits and joint friction, compliant contact forces, and the forces that go back to the bodies.
+
+Contact frames ride on operational space (book ch. 10 and 11.5). A contact between geoms ``a`` and ``b`` at the
+world point ``x`` with the frame rows ``C = [n; t1; t2]`` has the constraint velocity ``C (v_b(x) - v_a(x))``. Each
+side on a moving body is a task frame: the pose ``(R_k* C*, R_k* (x - p_k))`` on body ``k`` with the rows
+``d = +-[0 | 1]`` of its linear velocity, and the contact's rows are the sum of its sides'. The compliance
+``Lambda_inv = J M^-1 J*`` of all sides comes from the articulated-body factors ``P, D, G`` of the state and a walk
+of each side's three columns up its body's path (`jaxmb.dynamics.compliance`, (10.12)), O(N + depth x m), and
+``A = S Lambda_inv S*`` with ``S`` the static sum of sides. ``M`` and ``M^-1`` are never formed. A joint row
+``e_j`` (a position limit or Coulomb friction of coordinate ``j``) has ``M^-1 e_j`` by the factored solve with the
+same ``G, D`` (7.18), and its cross terms with the contacts are ``J M^-1 e_j``.
+
+The solved impulses go back as forces in one more articulated-body sweep: the world force ``C* p / dt`` on body
+``b`` at ``x`` and its opposite on ``a``, as body-frame external forces ``[(x - p_k) x F; F]`` rotated into body
+``k``, and the joint forces ``e_j* p_j / dt``.
+
+Targets. A contact at distance ``dist`` asks for ``v_n+ >= -dist / dt`` while apart (it may close the gap in this
+step and no more: no impact velocity, no bounce) and ``v_n+ >= -dist / timeconst`` in penetration (the
+penetration decays at the rate ``1/timeconst``); a limit row the same with the distance to the nearer limit.
+"""
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmb.dynamics.articulated import solve_factored
+from jaxmb.dynamics.compliance import compliance
+from jaxmb.hinges import hinge_map, joint_poses
+from jaxmb.kinematics import jacobian_rows
+from jaxmb.sim.collision import Contacts, collide
+from jaxmb.sim.geometry import geom_poses
+from jaxmb.sim.solver import Problem, solve
+from jaxmb.spatial import Transform, cross3, mv
+
+
+class Sides(NamedTuple):
+    """The static sides of the contact slots: ``body`` (m,) the moving body of each side, ``contact`` (m,) its
+    contact slot, ``sign`` (m,) +1 for geom b, -1 for geom a; ``S`` (3 nc, 3 m) the sum of sides."""
+
+    body: tuple
+    contact: np.ndarray
+    sign: np.ndarray
+    S: np.ndarray
+
+
+@functools.cache
+def sides(geom_body: tuple, pairs) -> Sides:
+    """`Sides` of the contact slots of ``pairs`` between geoms on the bodies ``geom_body``."""
+    body, contact, sign = [], [], []
+    for i, (ga, gb) in enumerate(zip(pairs.contact_a, pairs.contact_b)):
+        for g, s in ((gb, 1.0), (ga, -1.0)):
+            if geom_body[g] >= 0:
+                body.append(int(geom_body[g]))
+                contact.append(i)
+                sign.append(s)
+    m = len(body)
+    S = np.zeros((3 * pairs.nc, 3 * m))
+    for f, i in enumerate(contact):
+        S[3 * i:3 * i + 3, 3 * f:3 * f + 3] = np.eye(3)
+    return Sides(tuple(body), np.asarray(contact, int), np.asarray(sign), S)
+
+
+def contacts(scene, T) -> Contacts:
+    """The contact slots (nc) of the scene at body poses ``T`` (Transform, nb): the narrow phase of every pair."""
+    return collide(scene.geometry, scene.pairs, geom_poses(scene.geometry, T))
+
+
+def friction(scene):
+    """The friction coefficient of each contact slot (nc,): the larger of its two geoms', as MuJoCo's default."""
+    f = scene.geometry.friction
+    return jnp.maximum(f[np.asarray(scene.pairs.contact_a)], f[np.asarray(scene.pairs.contact_b)])
+
+
+def _side_frames(T, con, sd):
+    """World poses (Transform, m) of the sides' frames, columns ``n, t1, t2`` at the contact point, and their
+    poses in their bodies' frames."""
+    C_t = jnp.swapaxes(con.frame[sd.contact], -1, -2)  # (m, 3, 3) columns n, t1, t2
+    x = con.pos[sd.contact]
+    body = np.asarray(sd.body)
+    R_k, p_k = T.R[body], T.p[body]
+    R_kt = jnp.swapaxes(R_k, -1, -2)
+    return Transform(C_t, x), Transform(R_kt @ C_t, mv(R_kt, x - p_k))
+
+
+def _side_rows(sd, dtype):
+    """``d`` (m, 3, 6): the linear rows of each side's frame velocity, signed."""
+    rows = np.eye(6)[3:]
+    return jnp.asarray(sd.sign[:, None, None] * rows, dtype)
+
+
+def contact_space(scene, q, T, con, ab):
+    """``(J, A)``: the contact rows' Jacobian (3 nc, nv) and compliance ``J M^-1 J*`` (3 nc, 3 nc) (module
+    docstring), from the articulated-body quantities ``ab`` at ``q``."""
+    model = scene.model
+    sd = sides(scene.geometry.body, scene.pairs)
+    d = _side_rows(sd, T.p.dtype)
+    world, placement = _side_frames(T, con, sd)
+    L = compliance(model, q, d, placement, sd.body, ab)
+    S = jnp.asarray(sd.S, L.dtype)
+    J_rows = jacobian_rows(model, T, world, np.asarray(sd.body))  # (m, nv, 6)
+    J_f = jnp.einsum("mrj,mvj->mrv", d, J_rows).reshape(-1, model.nv)
+    return S @ J_f, S @ L @ S.T
+
+
+def body_forces(scene, T, con, F):
+    """External forces (nb, 6) in body coordinates about the body origins of the world forces ``F`` (nc, 3) on
+    geom b at the contact points, and their opposites on geom a."""
+    sd = sides(scene.geometry.body, scene.pairs)
+    body = np.asarray(sd.body)
+    F_side = sd.sign[:, None] * F[sd.contact]
+    R_kt = jnp.swapaxes(T.R[body], -1, -2)
+    moment = cross3(con.pos[sd.contact] - T.p[body], F_side)
+    f = jnp.concatenate([mv(R_kt, moment), mv(R_kt, F_side)], -1)
+    return jnp.zeros((scene.model.nb, 6), F.dtype).at[body].add(f)
+
+
+def point_velocities(scene, T, V, con):
+    """Velocity of geom b relative to geom a at each contact point (nc, 3), world axes, from the body velocities
+    ``V`` (nb, 6) in body coordinates."""
+    sd = sides(scene.geometry.body, scene.pairs)
+    body = np.asarray(sd.body)
+    R_k = T.R[body]
+    w, v = mv(R_k, V[body, :3]), mv(R_k, V[body, 3:])
+    v_side = sd.sign[:, None] * (v + cross3(w, con.pos[sd.contact] - T.p[body]))
+    return jnp.zeros((scene.nc, 3), v_side.dtype).at[sd.contact].add(v_side)
+
+
+def compliant_forces(scene, T, V, con):
+    """Contact forces (nc, 3) in each contact's frame ``[n, t1, t2]`` of the compliant model (`ContactParams`):
+    smooth in the state, zero apart."""
+    c = scene.contact
+    v = jnp.einsum("cij,cj->ci", con.frame, point_velocities(scene, T, V, con))
+    delta = jnp.maximum(-con.dist, 0.0)
+    s = 1.0 - c.dissipation * v[:, 0]  # 1 + c ddelta/dt, ddelta/dt = -v_n
+    f_n = c.stiffness * delta**1.5 * 0.5 * (s + jnp.sqrt(s * s + 1e-6))
+    slip = jnp.sqrt(jnp.sum(v[:, 1:] ** 2, -1) + c.slip_velocity**2)
+    f_t = -(friction(scene) * f_n / slip)[:, None] * v[:, 1:]
+    return jnp.concatenate([f_n[:, None], f_t], -1)
+
+
+class JointRows(NamedTuple):
+    """Scalar rows on coordinates: ``E`` (k, nv) signed unit rows, ``v_star`` (k,) targets, ``lo``, ``hi`` (k,)
+    impulse bounds."""
+
+    E: jnp.ndarray
+    v_star: jnp.ndarray
+    lo: jnp.ndarray
+    hi: jnp.ndarray
+
+
+def joint_rows(scene, q, dt) -> JointRows:
+    """Limit rows (toward the nearer limit, pushing away from it) and Coulomb friction rows of the scene."""
+    model, opt = scene.model, scene.options
+    dtype = q.dtype
+    E, v_star, lo, hi = [], [], [], []
+    if opt.limited:
+        qi, vi = (np.asarray(x) for x in zip(*opt.limited))
+        lower, upper, qj = model.q_lower[qi], model.q_upper[qi], q[qi]
+        to_lower, to_upper = qj - lower, upper - qj
+        at_lower = to_lower <= to_upper
+        sign = jnp.where(at_lower, 1.0, -1.0).astype(dtype)
+        dist = jnp.where(at_lower, to_lower, to_upper)
+        dist = jnp.where(jnp.isfinite(dist), dist, 1e6)
+        E.append(sign[:, None] * jnp.asarray(np.eye(model.nv)[vi], dtype))
+        v_star.append(_target(dist, dt, scene.contact.timeconst))
+        lo.append(jnp.zeros(len(vi), dtype))
+        hi.append(jnp.full(len(vi), jnp.inf, dtype))
+    if opt.friction:
+        fi = np.asarray(opt.friction)
+        E.append(jnp.asarray(np.eye(model.nv)[fi], dtype))
+        v_star.append(jnp.zeros(len(fi), dtype))
+        bound = scene.joints.frictionloss[fi] * dt
+        lo.append(-bound)
+        hi.append(bound)
+    if not E:
+        z = jnp.zeros((0,), dtype)
+        return JointRows(jnp.zeros((0, model.nv), dtype), z, z, z)
+    return JointRows(*(jnp.concatenate(x) for x in (E, v_star, lo, hi)))
+
+
+def _target(dist, dt, timeconst):
+    """``v_star``: close a gap in one step at most; remove a penetration at the rate ``1/timeconst``."""
+    return -dist / jnp.where(dist > 0, dt, jnp.maximum(timeconst, dt))
+
+
+class ConstraintForces(NamedTuple):
+    """What the constraints of one step apply: ``tau`` (nv,) joint forces, ``f_ext`` (nb, 6) body forces (body
+    coordinates), ``impulse`` (rows,) the solver's impulses (the next warm start), ``force`` (nc, 3) contact forces
+    in the contact frames (zeros without contact), ``contacts`` the contact slots (None without geometry)."""
+
+    tau: jnp.ndarray
+    f_ext: jnp.ndarray
+    impulse: jnp.ndarray
+    force: jnp.ndarray
+    contacts: Contacts | None
+
+
+def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintForces:
+    """Solve the step's constraints at ``(q, qd)`` under the applied joint forces ``tau`` (nv,): ``model`` is the
+    scene's model, or the one whose armature carries the implicit damping (`jaxmb.sim.integrators`), ``ab`` its
+    articulated-body quantities at ``(q, qd, tau)``, ``T`` the body poses, ``warm`` (rows,) the warm start."""
+    dtype = qd.dtype
+    nb, nv, nc = model.nb, model.nv, scene.nc
+    f_ext = jnp.zeros((nb, 6), dtype)
+    tau_c = jnp.zeros(nv, dtype)
+    force = jnp.zeros((nc, 3), dtype)
+    con = contacts(scene, T) if nc else None
+    if nc and scene.options.contact == "compliant":
+        force = compliant_forces(scene, T, ab.V, con)
+        f_ext = body_forces(scene, T, con, jnp.einsum("cji,cj->ci", con.frame, force))
+    rows = joint_rows(scene, q, dt)
+    solve_contacts = nc and scene.options.contact == "constraint"
+    if not solve_contacts and not rows.E.shape[0]:
+        return ConstraintForces(tau_c, f_ext, warm, force, con)
+    J_parts, A, v_star = [], None, []
+    mu = jnp.zeros((0,), dtype)
+    if solve_contacts:
+        J_c, A = contact_space(scene, q, T, con, ab)
+        J_parts.append(J_c)
+        v_star.append(jnp.stack([_target(con.dist, dt, scene.contact.timeconst), jnp.zeros(nc, dtype),
+                                 jnp.zeros(nc, dtype)], -1).reshape(-1))
+        mu = friction(scene)
+    if rows.E.shape[0]:
+        X, H = joint_poses(model, q), hinge_map(model)
+        Minv_Et = jax.vmap(lambda e: solve_factored(model, X, H, ab.G, ab.D, e)[0], out_axes=1)(rows.E)
+        A_EE = rows.E @ Minv_Et
+        if A is None:
+            A = A_EE
+        else:
+            A_cE = J_parts[0] @ Minv_Et
+            A = jnp.block([[A, A_cE], [A_cE.T, A_EE]])
+        J_parts.append(rows.E)
+        v_star.append(rows.v_star)
+    J = jnp.concatenate(J_parts)
+    v_free = J @ (qd + dt * ab.qdd)
+    A = A + jnp.diag(scene.contact.regularization * jnp.diag(A) + jnp.finfo(dtype).tiny ** 0.5)
+    prob = Problem(A, v_free - jnp.concatenate(v_star), mu, rows.lo, rows.hi)
+    p = solve(prob, warm, scene.options.iterations)
+    if solve_contacts:
+        p_c = p[: 3 * nc].reshape(nc, 3)
+        force = p_c / dt
+        f_ext = f_ext + body_forces(scene, T, con, jnp.einsum("cji,cj->ci", con.frame, force))
+    if rows.E.shape[0]:
+        tau_c = rows.E.T @ p[3 * nc if solve_contacts else 0:] / dt
+    return ConstraintForces(tau_c, f_ext, p, force, con)
+
+
+def world_forces(con: Contacts, force):
+    """Contact forces (nc, 3) in world axes (on geom b; geom a takes the opposite) from the contact-frame ones."""
+    return jnp.einsum("cji,cj->ci", con.frame, force)

@@ -1,0 +1,83 @@
+"""The three time-stepping schemes of `jaxmb.sim.step`, each from ``(q, qd)`` to ``(q+, qd+)`` over ``dt``.
+
+``euler``     semi-implicit (symplectic) Euler: ``qd+ = qd + dt qdd(q, qd)``, then ``q+ = q (+) dt qd+`` on each
+              joint's manifold (`jaxmb.integrate`). Constraint impulses are solved for ``qd+``.
+``implicit``  the same, with joint damping and the servos' velocity (and, through ``q+ = q + dt qd+``, position)
+              gains taken implicitly: ``(M + dt D) (qd+ - qd) = dt f(q, qd)`` with ``D`` their diagonal damping,
+              as MuJoCo's ``implicitfast``. ``M + dt D`` is the mass matrix with ``dt D`` added to the armature, so
+              the articulated-body sweep inverts it as it inverts any armature: no matrix is formed.
+``rk4``       the classical fourth-order Runge-Kutta method on ``(q, qd)`` in the coordinates of ``q``
+              (quaternion rates by `jaxmb.configuration_rate`), quaternions normalized once at the end: fourth order
+              on every joint, free bodies included. Constraint forces (contacts of the constraint model, limits,
+              Coulomb friction) are solved once at the start of the step, as for ``euler``, and held over the
+              stages; compliant contact forces are evaluated at every stage.
+"""
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from jaxmb.configuration import configuration_rate, integrate
+from jaxmb.dynamics.articulated import articulated_body, forward_dynamics
+from jaxmb.kinematics import forward_kinematics
+from jaxmb.sim.actuators import actuator_damping, actuator_forces, passive_forces
+from jaxmb.sim.constraints import ConstraintForces, body_forces, compliant_forces, constraint_forces, contacts
+
+
+class Advance(NamedTuple):
+    """One step's result: ``q`` (nq,), ``qd`` (nv,), and the step's `ConstraintForces`."""
+
+    q: jnp.ndarray
+    qd: jnp.ndarray
+    constraints: ConstraintForces
+
+
+def applied_forces(scene, q, qd, ctrl):
+    """Actuator and passive joint forces (nv,) at ``(q, qd)``."""
+    smooth = scene.options.joint_friction == "smooth"
+    return actuator_forces(scene.actuators, q, qd, ctrl) + passive_forces(scene.joints, qd, smooth)
+
+
+def _solved(scene, model, q, qd, ctrl, dt, warm):
+    tau = applied_forces(scene, q, qd, ctrl)
+    T = forward_kinematics(model, q)
+    ab = articulated_body(model, q, qd, tau)
+    return tau, constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab)
+
+
+def euler(scene, q, qd, ctrl, dt, warm, implicit=False) -> Advance:
+    """Semi-implicit Euler, or with ``implicit`` the implicit-in-velocity step (module docstring)."""
+    model = scene.model
+    if implicit:
+        D = scene.joints.damping + actuator_damping(scene.actuators, model.nv, dt)
+        model = model.replace(armature=model.armature + dt * D)
+    tau, cf = _solved(scene, model, q, qd, ctrl, dt, warm)
+    qdd = forward_dynamics(model, q, qd, tau + cf.tau, cf.f_ext)
+    qd_next = qd + dt * qdd
+    return Advance(integrate(model, q, qd_next, dt), qd_next, cf)
+
+
+def rk4(scene, q, qd, ctrl, dt, warm) -> Advance:
+    """Classical Runge-Kutta (module docstring)."""
+    model = scene.model
+    _, cf = _solved(scene, model, q, qd, ctrl, dt, warm)
+    compliant = scene.nc and scene.options.contact == "compliant"
+
+    def rate(q_s, qd_s):
+        tau = applied_forces(scene, q_s, qd_s, ctrl) + cf.tau
+        f_ext = cf.f_ext
+        if compliant:
+            T = forward_kinematics(model, q_s)
+            con = contacts(scene, T)
+            V = articulated_body(model, q_s, qd_s, tau).V
+            force = compliant_forces(scene, T, V, con)
+            f_ext = body_forces(scene, T, con, jnp.einsum("cji,cj->ci", con.frame, force))
+        return configuration_rate(model, q_s, qd_s), forward_dynamics(model, q_s, qd_s, tau, f_ext)
+
+    k1 = rate(q, qd)
+    k2 = rate(q + 0.5 * dt * k1[0], qd + 0.5 * dt * k1[1])
+    k3 = rate(q + 0.5 * dt * k2[0], qd + 0.5 * dt * k2[1])
+    k4 = rate(q + dt * k3[0], qd + dt * k3[1])
+    q_next = q + dt / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
+    qd_next = qd + dt / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
+    return Advance(integrate(model, q_next, jnp.zeros_like(qd), 0.0), qd_next, cf)

@@ -1,0 +1,158 @@
+"""`Scene`: a model with its geometry, contact pairs, actuators, passive joint terms and contact options.
+
+A scene is a pytree. Its numbers (the model's parameters, geometry sizes and placements, frictions, actuator gains,
+damping, contact stiffness) are leaves, so a batch of scenes with randomized values is one ``jax.vmap`` and never a
+recompile; its structure (which geoms, which pairs, which coordinates are driven or limited, the integrator, the
+contact model, the solver's iteration count) is static. `make_scene` checks everything it can when the scene is
+built, and raises `jaxmb.ModelError` naming the geom, body, joint or option at fault.
+"""
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmb.errors import ModelError
+from jaxmb.sim.actuators import Actuators, JointTerms, joint_terms
+from jaxmb.sim.actuators import actuators as gather_actuators
+from jaxmb.sim.geometry import Geometry, Pairs, geometry, pairs
+
+INTEGRATORS = ("euler", "implicit", "rk4")
+CONTACT_MODELS = ("constraint", "compliant")
+JOINT_FRICTION = ("constraint", "smooth")
+
+
+@dataclass(frozen=True)
+class ContactParams:
+    """Contact and constraint numbers (scalars, leaves).
+
+    Compliant contact (Hunt and Crossley, Coefficient of restitution interpreted as damping in vibroimpact, 1975):
+    normal force ``k delta^1.5 smax(1 + c ddelta/dt)`` for the penetration ``delta``, friction
+    ``-mu f_n v_t / sqrt(|v_t|^2 + v_s^2)``:
+        stiffness (k, N/m^1.5), dissipation (c, s/m), slip_velocity (v_s, m/s)
+    Constraint contact and joint limits: a penetration (or a limit violation) is removed at the rate
+    ``1/timeconst`` (s), and ``regularization`` (relative to the diagonal of ``J M^-1 J*``) softens every row, as
+    MuJoCo's impedance does: it keeps the problem strictly convex where contacts are redundant (four corners of a
+    box) at the price of a creep velocity ``regularization x`` the velocity the force would otherwise remove.
+    """
+
+    stiffness: jnp.ndarray
+    dissipation: jnp.ndarray
+    slip_velocity: jnp.ndarray
+    timeconst: jnp.ndarray
+    regularization: jnp.ndarray
+
+
+@dataclass(frozen=True)
+class Options:
+    """The static choices of a scene: ``integrator`` (`INTEGRATORS`), ``contact`` (`CONTACT_MODELS`),
+    ``iterations`` of the constraint solver, ``joint_friction`` (`JOINT_FRICTION`), ``limited`` (the velocity
+    coordinates with position limits, as ``(q index, v index)`` pairs), ``friction`` (the velocity coordinates
+    with Coulomb friction rows)."""
+
+    integrator: str = "euler"
+    contact: str = "constraint"
+    iterations: int = 30
+    joint_friction: str = "constraint"
+    limited: tuple = ()
+    friction: tuple = ()
+
+
+@dataclass(frozen=True)
+class Scene:
+    """A model and everything a step needs beside the state (module docstring). ``geometry`` and ``pairs`` are None
+    for a scene without contact."""
+
+    model: object
+    geometry: Geometry | None
+    actuators: Actuators
+    joints: JointTerms
+    contact: ContactParams
+    pairs: Pairs | None = field(default=None, metadata=dict(static=True))
+    options: Options = field(default=Options(), metadata=dict(static=True))
+
+    @property
+    def nc(self) -> int:
+        """Number of contact slots (fixed; inactive ones carry no force)."""
+        return 0 if self.pairs is None else self.pairs.nc
+
+    @property
+    def nu(self) -> int:
+        return self.actuators.nu
+
+    @property
+    def rows(self) -> int:
+        """Rows of the constraint solver: three per contact slot (constraint model), one per limited coordinate,
+        one per coordinate with Coulomb friction (constraint option)."""
+        contact = 3 * self.nc if self.options.contact == "constraint" else 0
+        return contact + len(self.options.limited) + len(self.options.friction)
+
+    def replace(self, **changes) -> "Scene":
+        return dataclasses.replace(self, **changes)
+
+
+def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude_parent_child=True, actuators=(),
+               damping=None, frictionloss=None, joint_friction="constraint", limits=True, contact="constraint",
+               integrator="euler", iterations=30, stiffness=2e5, dissipation=2.0, slip_velocity=1e-3,
+               timeconst=0.02, regularization=1e-6):
+    """Build and check a `Scene` (module docstring).
+
+    geoms: `jaxmb.sim.geometry` shapes on the model's bodies; pairs_include / pairs_exclude /
+    exclude_parent_child: which of them collide (`jaxmb.sim.geometry.pairs`; by default every pair that can).
+    actuators: `jaxmb.sim.motor`, `position`, `velocity` specs. damping, frictionloss: per coordinate (a scalar,
+    nv values, or a dict by joint name); joint_friction: Coulomb friction as solver rows (``"constraint"``) or
+    ``"smooth"``. limits: enforce the model's position limits of one-coordinate joints as unilateral constraints.
+    contact: `CONTACT_MODELS`; integrator: `INTEGRATORS`; iterations: the solver's sweeps per step; the rest:
+    `ContactParams`.
+    """
+    if integrator not in INTEGRATORS:
+        raise ModelError(f"unknown integrator {integrator!r}; choose one of {INTEGRATORS}")
+    if contact not in CONTACT_MODELS:
+        raise ModelError(f"unknown contact model {contact!r}; choose one of {CONTACT_MODELS}")
+    if joint_friction not in JOINT_FRICTION:
+        raise ModelError(f"unknown joint_friction {joint_friction!r}; choose one of {JOINT_FRICTION}")
+    if int(iterations) != iterations or iterations < 1:
+        raise ModelError(f"iterations must be a positive integer, got {iterations!r}")
+    numbers = dict(stiffness=stiffness, dissipation=dissipation, slip_velocity=slip_velocity, timeconst=timeconst,
+                   regularization=regularization)
+    for name, x in numbers.items():
+        if not np.isfinite(x) or x < 0 or (x == 0 and name in ("stiffness", "slip_velocity", "timeconst")):
+            raise ModelError(f"{name} must be finite and {'positive' if name != 'dissipation' else 'non-negative'}"
+                             f", got {x!r}")
+    geoms = tuple(geoms)
+    geo = geometry(model, geoms) if geoms else None
+    pair_table = pairs(model, geo, include=pairs_include, exclude=pairs_exclude,
+                       exclude_parent_child=exclude_parent_child) if geoms else None
+    if pair_table is not None and pair_table.nc == 0:
+        pair_table = None
+    joints = joint_terms(model, damping, frictionloss)
+    limited = _limited_coordinates(model) if limits else ()
+    friction = ()
+    if joint_friction == "constraint" and frictionloss is not None:
+        friction = tuple(int(j) for j in np.flatnonzero(np.asarray(joints.frictionloss) > 0))
+    dtype = model.mass.dtype
+    params = ContactParams(**{k: jnp.asarray(v, dtype) for k, v in numbers.items()})
+    options = Options(integrator, contact, int(iterations), joint_friction, limited, friction)
+    return Scene(model, geo, gather_actuators(model, actuators), joints, params, pair_table, options)
+
+
+def _limited_coordinates(model):
+    """``(q index, v index)`` of the one-coordinate joints with a finite lower or upper position limit."""
+    topo, out = model.topology, []
+    lower, upper = np.asarray(model.q_lower), np.asarray(model.q_upper)
+    for k in range(model.nb):
+        if topo.nq_body[k] == 1 and topo.nv_body[k] == 1:
+            i, j = int(topo.q_offset[k]), int(topo.v_offset[k])
+            if np.isfinite(lower[i]) or np.isfinite(upper[i]):
+                if lower[i] > upper[i]:
+                    raise ModelError(f"joint {model.joint_names[k]!r}: lower limit {lower[i]} above upper {upper[i]}")
+                out.append((i, j))
+    return tuple(out)
+
+
+for _cls in (ContactParams, Scene):
+    _static = [f.name for f in dataclasses.fields(_cls) if f.metadata.get("static")]
+    jax.tree_util.register_dataclass(
+        _cls, data_fields=[f.name for f in dataclasses.fields(_cls) if f.name not in _static], meta_fields=_static)

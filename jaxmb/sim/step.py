@@ -1,0 +1,128 @@
+"""`State`, `step` and `rollout`: the simulator's pure functions of one world.
+
+``step(scene, state, ctrl, dt)`` advances one world by ``dt``; batching worlds is ``jax.vmap`` over states (and, for
+randomized worlds, over scenes), and several devices are `jaxmb.sharded_vmap`. ``rollout`` runs steps in a
+``lax.scan``; with ``checkpoint`` (the default) each step is a ``jax.checkpoint``, so reverse mode through a long
+rollout keeps one state per step and recomputes the step's insides, instead of storing every intermediate.
+
+One world's trouble stays in that world: a step whose result is not finite keeps the world's previous state and
+sets its ``diverged`` flag, and a diverged world stays frozen; the other worlds of a batch go on.
+"""
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxmb.batching import eager_jit
+from jaxmb.configuration import neutral_configuration
+from jaxmb.kinematics import forward_kinematics
+from jaxmb.sim.constraints import contacts, world_forces
+from jaxmb.sim.integrators import euler, rk4
+
+
+class ContactState(NamedTuple):
+    """The contact slots of the last step (nc of them, at the configuration the step started from): ``dist`` (nc,)
+    signed distance, ``pos`` (nc, 3) world point, ``frame`` (nc, 3, 3) rows ``[n, t1, t2]`` (``n`` from geom a to
+    geom b), ``force`` (nc, 3) the force on geom b in that frame (geom a takes the opposite): normal, then
+    tangential. `contact_forces` gives it in world axes."""
+
+    dist: jnp.ndarray
+    pos: jnp.ndarray
+    frame: jnp.ndarray
+    force: jnp.ndarray
+
+
+class State(NamedTuple):
+    """One world. ``q`` (nq,), ``qd`` (nv,), ``t`` () time, ``impulse`` (rows,) the constraint solver's last
+    impulses (its warm start), ``contact`` the last step's `ContactState`, ``diverged`` () whether a step of this
+    world produced a non-finite state (the world is then frozen)."""
+
+    q: jnp.ndarray
+    qd: jnp.ndarray
+    t: jnp.ndarray
+    impulse: jnp.ndarray
+    contact: ContactState
+    diverged: jnp.ndarray
+
+
+def init_state(scene, q=None, qd=None) -> State:
+    """The state at ``q`` (default: the neutral configuration) and ``qd`` (default: zero), time zero, no impulses;
+    the contact slots at ``q`` with zero forces."""
+    model = scene.model
+    dtype = model.mass.dtype
+    q = neutral_configuration(model) if q is None else jnp.asarray(q, dtype)
+    qd = jnp.zeros(model.nv, dtype) if qd is None else jnp.asarray(qd, dtype)
+    if q.shape != (model.nq,) or qd.shape != (model.nv,):
+        raise ValueError(f"init_state: q must have shape ({model.nq},) and qd ({model.nv},) for model "
+                         f"{model.name!r}, got {q.shape} and {qd.shape}")
+    nc = scene.nc
+    if nc:
+        con = contacts(scene, forward_kinematics(model, q))
+        contact = ContactState(con.dist, con.pos, con.frame, jnp.zeros((nc, 3), dtype))
+    else:
+        contact = ContactState(jnp.zeros(0, dtype), jnp.zeros((0, 3), dtype), jnp.zeros((0, 3, 3), dtype),
+                               jnp.zeros((0, 3), dtype))
+    return State(q, qd, jnp.zeros((), dtype), jnp.zeros(scene.rows, dtype), contact, jnp.zeros((), bool))
+
+
+def _check_ctrl(scene, ctrl, dtype):
+    if ctrl is None:
+        return jnp.zeros(scene.nu, dtype)
+    if jnp.shape(ctrl) != (scene.nu,):
+        raise ValueError(f"ctrl must have shape ({scene.nu},), one value per actuator {list(scene.actuators.names)}"
+                         f", got {jnp.shape(ctrl)}; batch with jax.vmap")
+    return ctrl
+
+
+def _advance(scene, state, ctrl, dt):
+    integrator = scene.options.integrator
+    if integrator == "rk4":
+        return rk4(scene, state.q, state.qd, ctrl, dt, state.impulse)
+    return euler(scene, state.q, state.qd, ctrl, dt, state.impulse, implicit=integrator == "implicit")
+
+
+@eager_jit
+def step(scene, state: State, ctrl, dt) -> State:
+    """``state`` advanced by ``dt`` under the controls ``ctrl`` (nu,) (None: zeros) with the scene's integrator,
+    contact model and constraints (module docstring; `jaxmb.sim.integrators`, `jaxmb.sim.constraints`)."""
+    ctrl = _check_ctrl(scene, ctrl, state.qd.dtype)
+    out = _advance(scene, state, ctrl, dt)
+    con = out.constraints.contacts
+    contact = state.contact if con is None else ContactState(con.dist, con.pos, con.frame, out.constraints.force)
+    new = State(out.q, out.qd, state.t + dt, out.constraints.impulse, contact, state.diverged)
+    finite = jnp.all(jnp.isfinite(new.q)) & jnp.all(jnp.isfinite(new.qd)) & jnp.all(jnp.isfinite(new.impulse))
+    keep = state.diverged | ~finite
+    new = jax.tree.map(lambda old, x: jnp.where(keep, old, x), state, new)
+    return new._replace(diverged=keep)
+
+
+def contact_forces(state: State):
+    """The last step's contact forces (nc, 3) in world axes, on geom b of each slot (geom a takes the opposite)."""
+    return world_forces(state.contact, state.contact.force)
+
+
+@eager_jit(static_argnames=("policy", "steps", "checkpoint"))
+def rollout(scene, state: State, dt, ctrls=None, policy=None, steps=None, checkpoint=True):
+    """``(final state, states)``: ``steps`` steps from ``state``, ``states`` the state after each (a `State` whose
+    leaves have a leading axis of ``steps``).
+
+    Controls: ``ctrls`` (steps, nu) one row per step, or ``policy(state) -> ctrl`` (nu,) called at every step (a
+    Python function: static here; close over its parameters, or call `rollout` inside your own ``jax.jit``), or
+    neither (zero controls; then ``steps`` is needed). ``checkpoint``: recompute each step's insides in reverse mode
+    (module docstring)."""
+    if ctrls is not None and policy is not None:
+        raise ValueError("rollout: pass ctrls or policy, not both")
+    if ctrls is not None:
+        if steps is not None and steps != jnp.shape(ctrls)[0]:
+            raise ValueError(f"rollout: steps={steps} but ctrls has {jnp.shape(ctrls)[0]} rows")
+        steps = jnp.shape(ctrls)[0]
+    if steps is None:
+        raise ValueError("rollout: give ctrls (steps, nu), or steps with a policy or with zero controls")
+
+    def one(s, ctrl):
+        s = step(scene, s, policy(s) if policy is not None else ctrl, dt)
+        return s, s
+
+    body = jax.checkpoint(one) if checkpoint else one
+    return jax.lax.scan(body, state, ctrls, length=steps)
