@@ -190,13 +190,15 @@ def _target(dist, dt, timeconst):
 class ConstraintForces(NamedTuple):
     """What the constraints of one step apply: ``tau`` (nv,) joint forces, ``f_ext`` (nb, 6) body forces (body
     coordinates), ``impulse`` (rows,) the solver's impulses (the next warm start), ``force`` (nc, 3) contact forces
-    in the contact frames (zeros without contact), ``contacts`` the contact slots (None without geometry)."""
+    in the contact frames (zeros without contact), ``contacts`` the contact slots (None without geometry),
+    ``problem`` the solver's `jaxmb.sim.solver.Problem` (None without solver rows), to check its solution by."""
 
     tau: jnp.ndarray
     f_ext: jnp.ndarray
     impulse: jnp.ndarray
     force: jnp.ndarray
     contacts: Contacts | None
+    problem: Problem | None = None
 
 
 def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintForces:
@@ -246,7 +248,7 @@ def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintFo
         f_ext = f_ext + body_forces(scene, T, con, jnp.einsum("cji,cj->ci", con.frame, force))
     if rows.E.shape[0]:
         tau_c = rows.E.T @ p[3 * nc if solve_contacts else 0:] / dt
-    return ConstraintForces(tau_c, f_ext, p, force, con)
+    return ConstraintForces(tau_c, f_ext, p, force, con, prob)
 
 
 def world_forces(con: Contacts, force):

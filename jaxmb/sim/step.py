@@ -14,7 +14,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxmb.batching import eager_jit
+from jaxmb.batching import eager_jit, full_precision
 from jaxmb.configuration import neutral_configuration
 from jaxmb.kinematics import forward_kinematics
 from jaxmb.sim.constraints import contacts, world_forces
@@ -75,6 +75,7 @@ def _check_ctrl(scene, ctrl, dtype):
     return ctrl
 
 
+@full_precision
 def _advance(scene, state, ctrl, dt):
     integrator = scene.options.integrator
     if integrator == "rk4":

@@ -1,0 +1,215 @@
+"""The simulator without contact: integrators, actuators, passive joint terms, limits, the diverged flag, batching.
+
+Oracles: the order of convergence of RK4's energy error, energy balance under damping, static equilibria of servos,
+limits and Coulomb friction worked out by hand, and the step of one world against the same world in a batch.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmb
+from jaxmb import joints
+from jaxmb.errors import ModelError
+from jaxmb.sim import init_state, make_scene, motor, position, rollout, step, velocity
+from jaxmb.sim.actuators import actuator_forces
+
+G = 9.81
+
+
+def pendulum(limits=None, name="pendulum"):
+    """A point-like mass of 1 kg at 0.5 m below a y-axis hinge: gravity torque ``-m g l sin q``."""
+    b = jaxmb.ModelBuilder(name)
+    b.add_body("link", None, joints.revolute((0, 1, 0), *(limits or (None, None))), mass=1.0, com=(0, 0, -0.5),
+               inertia=np.diag([1e-3, 1e-3, 1e-3]))
+    return b.build()
+
+
+def chain():
+    b = jaxmb.ModelBuilder("chain")
+    parent = None
+    for i, axis in enumerate([(0, 1, 0), (1, 0, 0), (0, 1, 0)]):
+        b.add_body(f"l{i}", parent, joints.revolute(axis), placement=(np.eye(3), (0, 0, -0.4 if parent else 0.0)),
+                   mass=1.0, com=(0.02, 0, -0.2), inertia=np.diag([0.02, 0.02, 0.005]))
+        parent = f"l{i}"
+    return b.build()
+
+
+def tumbler():
+    b = jaxmb.ModelBuilder("tumbler")
+    b.add_body("body", None, joints.free(), mass=2.0, inertia=np.diag([0.05, 0.1, 0.13]))
+    return b.build()
+
+
+def energy(model, q, qd):
+    return jaxmb.kinetic_energy(model, q, qd) + jaxmb.potential_energy(model, q)
+
+
+def energy_error(scene, state, dt, duration):
+    """Largest ``|E(t) - E(0)|`` over a rollout of ``duration``."""
+    model = scene.model
+    _, states = rollout(scene, state, dt, steps=int(round(duration / dt)))
+    E = jax.vmap(lambda q, qd: energy(model, q, qd))(states.q, states.qd)
+    return float(jnp.max(jnp.abs(E - energy(model, state.q, state.qd))))
+
+
+@pytest.mark.parametrize("which", ["chain", "tumbler"])
+def test_rk4_energy_error_converges_at_fourth_order(which):
+    """RK4 is fourth order on every joint, the free body's quaternion included: halving ``dt`` divides the energy
+    error by 16 (a measured order within 10 % of 4)."""
+    if which == "chain":
+        model = chain()
+        q0, qd0 = jnp.array([0.8, 0.3, -0.5]), jnp.array([0.0, 1.0, 0.5])
+    else:
+        model = tumbler()
+        quat = jnp.array([0.9, 0.1, 0.3, 0.2])
+        q0 = jnp.concatenate([jnp.zeros(3), quat / jnp.linalg.norm(quat)])
+        qd0 = jnp.array([1.0, 5.0, 0.3, 0.5, 0.0, 1.0])  # tumbling about the unstable middle axis, while falling
+    scene = make_scene(model, integrator="rk4")
+    state = init_state(scene, q0, qd0)
+    coarse, fine = (energy_error(scene, state, dt, 1.0) for dt in (0.01, 0.005))
+    assert abs(np.log2(coarse / fine) - 4.0) < 0.4, (coarse, fine)
+
+
+@pytest.mark.parametrize("integrator", ["rk4", "implicit"])
+def test_damped_energy_decreases_monotonically(integrator):
+    """With joint damping and nothing driving, the energy never rises from one step to the next."""
+    model = chain()
+    scene = make_scene(model, integrator=integrator, damping=0.3)
+    _, states = rollout(scene, init_state(scene, jnp.array([0.8, 0.3, -0.5])), 0.005, steps=400)
+    E = jax.vmap(lambda q, qd: energy(model, q, qd))(states.q, states.qd)
+    assert float(jnp.max(jnp.diff(E))) < 0.0
+    assert float(E[-1]) < float(E[0]) - 0.5
+
+
+def test_implicit_step_is_stable_where_explicit_euler_diverges_and_freezes():
+    """A damping of 1e4 N m s with dt = 0.01 is far beyond the explicit step's stability limit (dt < 2 m / d): the
+    semi-implicit world blows up, is flagged ``diverged`` and frozen at its last finite state; the implicit step
+    decays."""
+    model = pendulum()
+    q0 = jnp.array([1.0])
+    explicit = make_scene(model, damping=1e4)
+    implicit = make_scene(model, damping=1e4, integrator="implicit")
+    final, states = rollout(explicit, init_state(explicit, q0, jnp.array([1.0])), 0.01, steps=200)
+    assert bool(final.diverged)
+    assert np.all(np.isfinite(np.asarray(states.q))) and np.all(np.isfinite(np.asarray(states.qd)))
+    frozen = int(np.argmax(np.asarray(states.diverged)))
+    assert np.all(np.asarray(states.q[frozen:]) == np.asarray(states.q[frozen]))
+    final, _ = rollout(implicit, init_state(implicit, q0, jnp.array([1.0])), 0.01, steps=200)
+    assert not bool(final.diverged)
+    assert abs(float(final.qd[0])) < 1e-3
+
+
+def test_a_diverged_world_stops_alone_in_a_batch():
+    """A batch of two worlds, one starting with a NaN velocity: that one is flagged and frozen, the other runs as
+    it does alone."""
+    model = pendulum()
+    scene = make_scene(model)
+    qd = jnp.array([[0.5], [jnp.nan]])
+    states = jax.vmap(lambda v: init_state(scene, jnp.array([0.3]), v))(qd)
+    batch = jax.vmap(lambda s: rollout(scene, s, 0.01, steps=50)[0])(states)
+    alone = rollout(scene, init_state(scene, jnp.array([0.3]), qd[0]), 0.01, steps=50)[0]
+    assert np.asarray(batch.diverged).tolist() == [False, True]
+    np.testing.assert_allclose(batch.q[0], alone.q, rtol=0, atol=1e-14)
+    assert float(batch.q[1, 0]) == 0.3
+
+
+def test_position_servo_settles_where_its_force_balances_gravity():
+    """A PD servo with target 0.5 rad settles at ``q`` with ``kp (0.5 - q) = m g l sin q``."""
+    model = pendulum()
+    kp = 40.0
+    scene = make_scene(model, actuators=[position("link", kp=kp, kv=4.0)])
+    final, _ = rollout(scene, init_state(scene), 0.002, ctrls=jnp.full((3000, 1), 0.5))
+    q = float(final.q[0])
+    assert abs(kp * (0.5 - q) - G * 0.5 * np.sin(q)) < 1e-6
+
+
+def test_actuators_clip_controls_and_forces():
+    """Controls are clipped to their range and forces to the force limit; a velocity servo pushes toward its
+    target velocity; a motor scales by its gear."""
+    model = chain()
+    scene = make_scene(model, actuators=[motor("l0", gear=2.0, ctrl_range=(-1, 1)),
+                                         position("l1", kp=100.0, force_limit=3.0),
+                                         velocity("l2", kv=5.0)])
+    q, qd = jnp.array([0.0, 0.2, 0.0]), jnp.array([0.0, 0.0, 1.0])
+    tau = actuator_forces(scene.actuators, q, qd, jnp.array([5.0, 1.0, 3.0]))
+    np.testing.assert_allclose(tau, [2.0, 3.0, 10.0], rtol=0, atol=1e-14)
+
+
+def test_joint_limit_holds_the_pendulum_against_gravity():
+    """A pendulum released at 1 rad swings down onto a lower limit at 0.3 rad (gravity pulls it toward 0): it
+    passes the limit by no more than the stabilization's transient, comes to rest on it without bouncing, and the
+    limit carries the gravity torque ``m g l sin(0.3)``."""
+    model = pendulum(limits=(0.3, 2.0))
+    scene = make_scene(model)
+    dt = 0.002
+    final, states = rollout(scene, init_state(scene, jnp.array([1.0])), dt, steps=1000)
+    assert float(jnp.min(states.q)) > 0.3 - 1e-3
+    assert abs(float(final.q[0]) - 0.3) < 1e-6
+    torque = float(final.impulse[0]) / dt
+    assert abs(torque - G * 0.5 * np.sin(0.3)) < 1e-6
+
+
+@pytest.mark.parametrize("joint_friction", ["constraint", "smooth"])
+def test_coulomb_joint_friction_holds_below_breakaway_and_slips_above(joint_friction):
+    """Friction of 3 N m holds the pendulum at 0.5 rad (gravity torque 2.35 N m) and lets it go at 1.0 rad
+    (4.13 N m). The constraint holds it but for the creep of its regularization (1e-6 x the velocity gravity adds
+    in a step, ``g l sin(0.5) dt / I``: 1e-8 rad over the run); the smooth option lets it creep at a velocity set
+    by its scale."""
+    model = pendulum()
+    scene = make_scene(model, frictionloss=3.0, joint_friction=joint_friction)
+    held, _ = rollout(scene, init_state(scene, jnp.array([0.5])), 0.002, steps=250)
+    slips, _ = rollout(scene, init_state(scene, jnp.array([1.0])), 0.002, steps=250)
+    creep = 2e-8 if joint_friction == "constraint" else 2e-2
+    assert abs(float(held.q[0]) - 0.5) < creep
+    assert float(slips.q[0]) < 0.8
+
+
+def test_randomized_scenes_are_one_batch_and_one_program():
+    """The scene's numbers are leaves: a batch of pendulums of different masses and gains is one ``vmap``, changing
+    them does not compile again, and each world equals its own scene stepped alone."""
+    model = pendulum()
+    scene = make_scene(model, actuators=[position("link", kp=20.0, kv=1.0)])
+    masses = jnp.array([0.5, 1.0, 2.0])
+    scenes = jax.vmap(lambda m: scene.replace(model=scene.model.replace(mass=scene.model.mass * m)))(masses)
+    run = jax.jit(jax.vmap(lambda sc: rollout(sc, init_state(sc, jnp.array([0.2])), 0.01, ctrls=jnp.ones((20, 1)))[0]))
+    finals = run(scenes)
+    run(jax.tree.map(lambda x: x * 1.01, scenes))
+    assert run._cache_size() == 1
+    one = jax.tree.map(lambda x: x[2], scenes)
+    alone = rollout(one, init_state(one, jnp.array([0.2])), 0.01, ctrls=jnp.ones((20, 1)))[0]
+    np.testing.assert_allclose(finals.q[2], alone.q, rtol=0, atol=1e-13)
+
+
+def test_rollout_by_policy_equals_rollout_by_controls():
+    """A policy that returns the same controls as a control sequence gives the same trajectory; sharded over the
+    devices (`jaxmb.sharded_vmap`), a batch gives what ``vmap`` gives."""
+    model = pendulum()
+    scene = make_scene(model, actuators=[motor("link")])
+    state = init_state(scene, jnp.array([0.4]))
+    by_ctrls, _ = rollout(scene, state, 0.01, ctrls=jnp.full((30, 1), 0.7))
+    by_policy, _ = rollout(scene, state, 0.01, policy=lambda s: jnp.full((1,), 0.7), steps=30)
+    np.testing.assert_allclose(by_ctrls.q, by_policy.q, rtol=0, atol=1e-15)
+    q0 = jnp.linspace(-0.5, 0.5, 4)[:, None]
+    run = lambda q: rollout(scene, init_state(scene, q), 0.01, ctrls=jnp.full((30, 1), 0.7))[0].q
+    np.testing.assert_allclose(jaxmb.sharded_vmap(run)(q0), jax.vmap(run)(q0), rtol=0, atol=1e-15)
+
+
+def test_bad_scene_options_name_the_problem():
+    model = pendulum()
+    with pytest.raises(ModelError, match="integrator 'rk5'"):
+        make_scene(model, integrator="rk5")
+    with pytest.raises(ModelError, match="contact model 'soft'"):
+        make_scene(model, contact="soft")
+    with pytest.raises(ModelError, match="joint 'elbow'"):
+        make_scene(model, actuators=[motor("elbow")])
+    with pytest.raises(ModelError, match="damping"):
+        make_scene(model, damping=-1.0)
+    with pytest.raises(ModelError, match="iterations"):
+        make_scene(model, iterations=0)
+    with pytest.raises(ModelError, match="timeconst"):
+        make_scene(model, timeconst=0.0)
+    with pytest.raises(ValueError, match="ctrl must have shape"):
+        scene = make_scene(model, actuators=[motor("link")])
+        step(scene, init_state(scene), jnp.zeros(3), 0.01)
