@@ -254,14 +254,14 @@ def capsule_box(pose_a, size_a, pose_b, size_b) -> Contacts:
     g = (np.sqrt(5.0) - 1.0) / 2.0
 
     def step(_, state):
-        lo, hi, x1, f1, x2, f2 = state
-        left = f1 < f2  # the minimum lies in [lo, x2]
+        lo, hi, x1, f1, x2, f2 = state  # lo < x1 < x2 < hi
+        left = f1 < f2  # the minimum lies in [lo, x2], else in [x1, hi]
         lo, hi = jnp.where(left, lo, x1), jnp.where(left, x2, hi)
-        x1, x2, f1, f2 = (jnp.where(left, hi - g * (hi - lo), x2), jnp.where(left, x1, lo + g * (hi - lo)),
-                          jnp.where(left, 0.0, f2), jnp.where(left, f1, 0.0))
-        new = jnp.where(left, x1, x2)
-        fn = f(new)
-        return lo, hi, x1, jnp.where(left, fn, f1), x2, jnp.where(left, f2, fn)
+        kept, f_kept = jnp.where(left, x1, x2), jnp.where(left, f1, f2)  # the probe inside the new bracket
+        new = jnp.where(left, hi - g * (hi - lo), lo + g * (hi - lo))
+        f_new = f(new)
+        return (lo, hi, jnp.where(left, new, kept), jnp.where(left, f_new, f_kept),
+                jnp.where(left, kept, new), jnp.where(left, f_kept, f_new))
 
     one = jnp.ones((), x0.dtype)
     x1, x2 = one - 2.0 * g * one, -one + 2.0 * g * one

@@ -306,7 +306,7 @@ def _expand(model, geo, pair_list, what):
         except (TypeError, ValueError):
             raise ModelError(f"{what}: each entry must be a (name, name) pair, got {entry!r}") from None
         where = f"{what} pair ({n1!r}, {n2!r})"
-        (g1, d1), (g2, d2) = _resolve(model, geo, n1, where), _resolve(model, geo, n2, where)
+        (g1, d1), (g2, _) = _resolve(model, geo, n1, where), _resolve(model, geo, n2, where)
         if n1 == n2:
             raise ModelError(f"{where}: a pair names {d1} twice")
         explicit = len(g1) == 1 and len(g2) == 1 and n1 in geo.names and n2 in geo.names
