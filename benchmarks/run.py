@@ -8,7 +8,7 @@
     python benchmarks/run.py --readme-from FILE      # run nothing: the tables of one saved suite file
 
 Runs `dynamics.py`, `operators.py`, `opspace.py`, `derivatives.py`, `chains.py`, `loops.py`, `fused.py` (on a GPU;
-elsewhere it measures nothing) and, where MuJoCo MJX and
+elsewhere it measures nothing), `sim.py` (with MJX and MuJoCo C where installed) and, where MuJoCo MJX and
 jaxsim are installed (jaxsim with sdformat's ``gz`` or ``ign`` on PATH), `mjx_peer.py` and `jaxsim_peer.py`, each in
 its own process (one compile cache each, as a user's first call sees it), with the same backend. Each writes its
 own ``results/<script>-<backend>-<cores>core.json`` and plot; this script then gathers them into
@@ -65,6 +65,7 @@ SCRIPTS = {
     "fused": {"tiny": ["--quick", "--batches", "4"], "quick": ["--quick"], "full": []},
     "mjx_peer": {"tiny": ["--batches", "4"], "quick": ["--batches", "1024", "4096"], "full": []},
     "jaxsim_peer": {"tiny": ["--batches", "4"], "quick": ["--batches", "1024", "4096"], "full": []},
+    "sim": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
 }
 
 
@@ -275,9 +276,24 @@ def _jaxsim_rows(res):
             for r in res.get("results", []) if r["batch"] == largest]
 
 
+def _sim_rows(res):
+    rows = []
+    for name in dict.fromkeys(r["scenario"] for r in res.get("results", [])):
+        r = _largest(res["results"], scenario=name)
+        against = ", ".join(f"{_fmt(r[f'ratio_jaxmb_vs_{key}'], 'x')} {peer}" for key, peer in (
+            ("mjx", "MJX `step`"), ("mujoco_c", f"MuJoCo C on {r.get('mujoco_c_threads')} threads"))
+            if f"ratio_jaxmb_vs_{key}" in r) or "-"
+        rows.append((f"simulator steps, {name} {r['dtype']} batch {r['batch']}",
+                     f"{_rate(r['jaxmb_steps_per_s'])} steps/s, compile {r['jaxmb_compile_s']:.0f} s", against))
+    for g in res.get("gradient", []):
+        rows.append((f"gradient through a {g['steps']}-step rollout / the rollout, {g['scenario']} batch {g['batch']}",
+                     _fmt(g["cost_vs_forward"], "x"), f"compile {g['gradient_compile_s']:.0f} s"))
+    return rows
+
+
 HEADLINES = {"dynamics": _dynamics_rows, "operators": _operators_rows, "opspace": _opspace_rows,
              "derivatives": _derivatives_rows, "chains": _chains_rows, "loops": _loops_rows, "fused": _fused_rows,
-             "mjx_peer": _mjx_rows, "jaxsim_peer": _jaxsim_rows}
+             "mjx_peer": _mjx_rows, "jaxsim_peer": _jaxsim_rows, "sim": _sim_rows}
 
 
 def headline(suite):
@@ -352,6 +368,11 @@ def _summary_rows(suite):
         if r:
             rows.append((f"Forward dynamics against {peer}, {r['robot']} {r['dtype']}, batch {r['batch']}",
                          f"{_rate(r['jaxmb_states_per_s'])} states/s", f"{_fmt(r[f'ratio_jaxmb_vs_{key}'], 'x')} {peer}"))
+    r = _largest(results("sim"), scenario="quadruped_trot")
+    if r and "ratio_jaxmb_vs_mjx" in r and "ratio_jaxmb_vs_mujoco_c" in r:
+        rows.append((f"Simulator steps, quadruped trotting on four contacts, {r['dtype']}, batch {r['batch']}",
+                     f"{_rate(r['jaxmb_steps_per_s'])} steps/s", f"{_fmt(r['ratio_jaxmb_vs_mjx'], 'x')} MJX `step`; "
+                     f"{_fmt(r['ratio_jaxmb_vs_mujoco_c'], 'x')} MuJoCo C on {r['mujoco_c_threads']} threads"))
     fused = [r for r in results("fused") if r["dtype"] == "float32" and r["floating_base"]]
     if fused:
         r = max(fused, key=lambda r: r["fused_states_per_s"])
@@ -472,8 +493,46 @@ def _peer_table(key, peer):
     return rows
 
 
+def _sim_table(res):
+    """Steps/s against batch of each scenario and its peers; the gradient's cost, reverse mode's memory and the
+    solver's error against its iteration count."""
+    lines = ["| scenario, batch | jaxmb steps/s | MJX | MuJoCo C | jaxmb / MJX | jaxmb / MuJoCo C | compile jaxmb / "
+             "MJX |", "|---|---|---|---|---|---|---|"]
+    for r in res.get("results", []):
+        def rate(key):
+            return _rate(r[key]) if key in r else "-"
+        lines.append(f"| {r['scenario']}, {r['batch']} | {rate('jaxmb_steps_per_s')} | {rate('mjx_steps_per_s')} | "
+                     f"{rate('mujoco_c_steps_per_s')} | {_fmt(r.get('ratio_jaxmb_vs_mjx'), 'x')} | "
+                     f"{_fmt(r.get('ratio_jaxmb_vs_mujoco_c'), 'x')} | {r['jaxmb_compile_s']:.0f} / "
+                     + (f"{r['mjx_compile_s']:.0f} s |" if "mjx_compile_s" in r else "- s |"))
+    if res.get("gradient") or res.get("memory"):
+        lines += ["", "| reverse mode (jaxmb) | figure | compile |", "|---|---|---|"]
+    for g in res.get("gradient", []):
+        lines.append(f"| gradient / rollout, {g['scenario']}, batch {g['batch']}, {g['steps']} steps | "
+                     f"{_fmt(g['cost_vs_forward'], 'x')} | {g['gradient_compile_s']:.0f} s |")
+    for m in res.get("memory", []):
+        for key, label in (("checkpoint", "with"), ("no_checkpoint", "without")):
+            if m.get(f"{key}_temp_bytes") is not None:
+                lines.append(f"| scratch memory of the gradient through {m['steps']} steps {label} checkpoint, "
+                             f"{m['scenario']}, one world | {m[f'{key}_temp_bytes'] / 1e6:.3g} MB | "
+                             f"{m[f'{key}_compile_s']:.0f} s |")
+    solver = res.get("solver", [])
+    if solver:
+        ks = solver[0]["iterations"]
+        lines += ["", "| relative error after k sweeps | " + " | ".join(f"k = {k}" for k in ks) + " |",
+                  "|---|" + "---|" * len(ks)]
+        for s in solver:
+            for key, label in (("cold", "zero warm start"), ("warm", "previous step's impulses")):
+                for what, name in (("", "contact forces"), ("net_", "net contact force")):
+                    if f"{what}{key}" in s:
+                        lines.append(f"| {s['scenario']}, {name}, {label} | "
+                                     + " | ".join(f"{e:.1e}" for e in s[f"{what}{key}"]) + " |")
+    return lines
+
+
 SCRIPT_TABLES = {"dynamics": _dynamics_grid, "fused": _fused_table, "loops": _loops_table, "chains": _chains_table,
-                 "mjx": _peer_table("mjx", "MJX"), "jaxsim": _peer_table("jaxsim", "jaxsim")}
+                 "mjx": _peer_table("mjx", "MJX"), "jaxsim": _peer_table("jaxsim", "jaxsim"),
+                 "sim": _sim_table}
 
 
 def script_table(stem, res):
