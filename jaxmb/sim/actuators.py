@@ -79,6 +79,9 @@ class Actuators:
     def nu(self) -> int:
         return len(self.v_index)
 
+    def replace(self, **changes) -> "Actuators":
+        return dataclasses.replace(self, **changes)
+
 
 def actuators(model, specs) -> Actuators:
     """Check the actuator ``specs`` against ``model`` and gather them: a `ModelError` names the actuator whose
@@ -145,6 +148,9 @@ class JointTerms:
     damping: jnp.ndarray
     frictionloss: jnp.ndarray
     friction_velocity: jnp.ndarray
+
+    def replace(self, **changes) -> "JointTerms":
+        return dataclasses.replace(self, **changes)
 
 
 def joint_terms(model, damping=None, frictionloss=None, friction_velocity=1e-2) -> JointTerms:

@@ -32,7 +32,7 @@ from jaxmb.dynamics.compliance import compliance
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.kinematics import jacobian_rows
 from jaxmb.sim.collision import Contacts, collide
-from jaxmb.sim.geometry import geom_poses
+from jaxmb.sim.geometry import DEFAULT_FRICTION, geom_poses
 from jaxmb.sim.solver import Problem, solve
 from jaxmb.spatial import Transform, cross3, mv
 
@@ -70,9 +70,12 @@ def contacts(scene, T) -> Contacts:
 
 
 def friction(scene):
-    """The friction coefficient of each contact slot (nc,): the larger of its two geoms', as MuJoCo's default."""
+    """The friction coefficient of each contact slot (nc,): the larger of its two geoms' (MuJoCo's rule), where a
+    geom without one (`jaxmb.sim.geometry.UNSET`, a URDF ``<collision>``) takes the other's, and
+    `jaxmb.sim.geometry.DEFAULT_FRICTION` where neither has one."""
     f = scene.geometry.friction
-    return jnp.maximum(f[np.asarray(scene.pairs.contact_a)], f[np.asarray(scene.pairs.contact_b)])
+    mu = jnp.maximum(f[np.asarray(scene.pairs.contact_a)], f[np.asarray(scene.pairs.contact_b)])
+    return jnp.where(mu < 0, DEFAULT_FRICTION, mu)
 
 
 def _side_frames(T, con, sd):
@@ -111,7 +114,7 @@ def body_forces(scene, T, con, F):
     geom b at the contact points, and their opposites on geom a."""
     sd = sides(scene.geometry.body, scene.pairs)
     body = np.asarray(sd.body)
-    F_side = sd.sign[:, None] * F[sd.contact]
+    F_side = jnp.asarray(sd.sign, F.dtype)[:, None] * F[sd.contact]
     R_kt = jnp.swapaxes(T.R[body], -1, -2)
     moment = cross3(con.pos[sd.contact] - T.p[body], F_side)
     f = jnp.concatenate([mv(R_kt, moment), mv(R_kt, F_side)], -1)
@@ -125,21 +128,62 @@ def point_velocities(scene, T, V, con):
     body = np.asarray(sd.body)
     R_k = T.R[body]
     w, v = mv(R_k, V[body, :3]), mv(R_k, V[body, 3:])
-    v_side = sd.sign[:, None] * (v + cross3(w, con.pos[sd.contact] - T.p[body]))
+    v_side = jnp.asarray(sd.sign, v.dtype)[:, None] * (v + cross3(w, con.pos[sd.contact] - T.p[body]))
     return jnp.zeros((scene.nc, 3), v_side.dtype).at[sd.contact].add(v_side)
 
 
+def compliant_law(c, mu, dist, v):
+    """The compliant contact force (3,) in the contact frame ``[n, t1, t2]`` of one contact at the signed distance
+    ``dist`` with the relative velocity ``v`` (3,) in that frame (`ContactParams` ``c``, friction ``mu``): smooth in
+    both, zero apart. The smooth maximum keeps the Hunt-Crossley force from pulling when the surfaces separate fast.
+    The implicit step differentiates the law, and reverse mode differentiates that again: ``delta^1.5`` is
+    evaluated where it touches only, so that its infinite second derivative at ``delta = 0`` never meets a zero."""
+    touching = dist < 0
+    depth = jnp.where(touching, jnp.where(touching, -dist, 1.0) ** 1.5, 0.0)  # delta^1.5: no infinite second
+    s = 1.0 - c.dissipation * v[0]  # 1 + c ddelta/dt, ddelta/dt = -v_n        # derivative at contact
+    f_n = c.stiffness * depth * 0.5 * (s + jnp.sqrt(s * s + 1e-6))
+    slip = jnp.sqrt(jnp.sum(v[1:] ** 2) + c.slip_velocity**2)
+    return jnp.concatenate([f_n[None], -(mu * f_n / slip) * v[1:]])
+
+
+def contact_velocities(scene, T, V, con):
+    """The relative velocity of each contact (nc, 3) in its frame ``[n, t1, t2]``."""
+    return jnp.einsum("cij,cj->ci", con.frame, point_velocities(scene, T, V, con))
+
+
 def compliant_forces(scene, T, V, con):
-    """Contact forces (nc, 3) in each contact's frame ``[n, t1, t2]`` of the compliant model (`ContactParams`):
-    smooth in the state, zero apart."""
+    """Contact forces (nc, 3) in each contact's frame of the compliant model (`compliant_law`)."""
+    law = jax.vmap(compliant_law, (None, 0, 0, 0))
+    return law(scene.contact, friction(scene), con.dist, contact_velocities(scene, T, V, con))
+
+
+def implicit_compliant_forces(scene, q, T, con, ab, qdd, dt):
+    """The correction (nc, 3) to the compliant contact forces that makes them implicit in velocity: the linearized
+    backward-Euler step ``(M + J* W J) (qd+ - qd) = dt f`` with ``W = -dt (df/dv + dt df/ddist n*)``, contact by
+    contact (the force law's own derivatives; the distance moves by ``dt v_n``). By the push-through identity
+
+        (M + J* W J)^-1 = M^-1 - M^-1 J* W (1 + A W)^-1 J M^-1,        A = J M^-1 J*
+
+    it is the contact force ``-W (1 + A W)^-1 J qdd`` added to the explicit one, ``qdd`` the explicit step's
+    accelerations: the contact-space compliance ``A`` of the operational-space walk, a (3 nc)-square solve and one
+    more articulated-body sweep replace a stiff contact's time-step limit. ``ab``: the articulated-body quantities
+    at ``q``.
+
+    Derivatives hold ``W`` fixed (a stop-gradient): the step's derivative is that of the linear implicit step it
+    takes. The derivative of ``W`` itself is the force law's curvature, which the regularized friction makes as
+    large as ``mu f_n / v_s^2``; carried through a long rollout it multiplies into gradients of astronomical size,
+    while the forward motion is smooth and stable. The explicit ``euler`` and ``rk4`` steps differentiate exactly."""
     c = scene.contact
-    v = jnp.einsum("cij,cj->ci", con.frame, point_velocities(scene, T, V, con))
-    delta = jnp.maximum(-con.dist, 0.0)
-    s = 1.0 - c.dissipation * v[:, 0]  # 1 + c ddelta/dt, ddelta/dt = -v_n
-    f_n = c.stiffness * delta**1.5 * 0.5 * (s + jnp.sqrt(s * s + 1e-6))
-    slip = jnp.sqrt(jnp.sum(v[:, 1:] ** 2, -1) + c.slip_velocity**2)
-    f_t = -(friction(scene) * f_n / slip)[:, None] * v[:, 1:]
-    return jnp.concatenate([f_n[:, None], f_t], -1)
+    J, A = contact_space(scene, q, T, con, ab)
+    v = contact_velocities(scene, T, ab.V, con)
+    law = lambda mu, dist, v: compliant_law(c, mu, dist, v)
+    df_dv = jax.vmap(jax.jacfwd(law, 2))(friction(scene), con.dist, v)  # (nc, 3, 3)
+    df_ddist = jax.vmap(jax.jacfwd(law, 1))(friction(scene), con.dist, v)  # (nc, 3)
+    blocks = jax.lax.stop_gradient(-dt * df_dv.at[:, :, 0].add(dt * df_ddist))
+    nc = scene.nc
+    W = jnp.einsum("ij,iab->iajb", jnp.eye(nc, dtype=A.dtype), blocks).reshape(3 * nc, 3 * nc)
+    correction = -W @ jnp.linalg.solve(jnp.eye(3 * nc, dtype=A.dtype) + A @ W, J @ qdd)
+    return correction.reshape(nc, 3)
 
 
 class JointRows(NamedTuple):

@@ -31,13 +31,15 @@ KINDS = ("plane", "sphere", "capsule", "box")
 """Geom kinds, in the canonical order of a pair: the geom of the lower kind comes first (``a``)."""
 
 DEFAULT_FRICTION = 1.0
+UNSET = -1.0  # the stored friction of a geom that leaves it to the other geom of each pair
 
 
 @dataclass(frozen=True)
 class Geom:
     """A shape fixed on a body: what the constructors `plane`, `sphere`, `capsule` and `box` return, unchecked
     (`geometry` checks it against a model). ``body``: a body or frame name, None for the world. ``size``, ``pos``,
-    ``rot``: as given (``rot`` None is the identity); ``friction`` None is `DEFAULT_FRICTION`."""
+    ``rot``: as given (``rot`` None is the identity); ``friction`` None leaves it to the other geom of a pair
+    (stored as `UNSET`; `jaxmb.sim.constraints.friction`), and `DEFAULT_FRICTION` where neither sets it."""
 
     kind: str
     body: str | None
@@ -88,7 +90,7 @@ class Geometry:
     Leaves:
         size (ng, 3)              sphere ``[r, 0, 0]``, capsule ``[r, h, 0]``, box half sizes, plane zeros
         placement: Transform (ng) pose of each geom in its body frame (the world frame for world geoms)
-        friction (ng,)            friction coefficient of each geom
+        friction (ng,)            friction coefficient of each geom (`UNSET` where the geom leaves it to the other)
     Static:
         kind (ng,)   kind names (`KINDS`)
         body (ng,)   body indices (``-1``: fixed to the world)
@@ -171,13 +173,15 @@ def _check_geom(g: Geom, where):
         raise ModelError(f"{where}: expected a Geom (jaxmb.sim.geometry.plane/sphere/capsule/box), got {g!r}")
     if g.kind not in KINDS:
         raise ModelError(f"{where}: unknown kind {g.kind!r}; kinds are {KINDS}")
-    friction = DEFAULT_FRICTION if g.friction is None else g.friction
-    try:
-        friction = float(friction)
-    except (TypeError, ValueError):
-        raise ModelError(f"{where}: friction must be a number, got {g.friction!r}") from None
-    if not np.isfinite(friction) or friction < 0:
-        raise ModelError(f"{where}: friction must be finite and non-negative, got {friction}")
+    if g.friction is None:
+        friction = UNSET
+    else:
+        try:
+            friction = float(g.friction)
+        except (TypeError, ValueError):
+            raise ModelError(f"{where}: friction must be a number, got {g.friction!r}") from None
+        if not np.isfinite(friction) or friction < 0:
+            raise ModelError(f"{where}: friction must be finite and non-negative, got {friction}")
     if g.kind == "plane":
         normal = _numbers(g.size, 3, where, "the normal")
         if np.linalg.norm(normal) < 1e-12:

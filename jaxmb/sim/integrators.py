@@ -5,7 +5,9 @@
 ``implicit``  the same, with joint damping and the servos' velocity (and, through ``q+ = q + dt qd+``, position)
               gains taken implicitly: ``(M + dt D) (qd+ - qd) = dt f(q, qd)`` with ``D`` their diagonal damping,
               as MuJoCo's ``implicitfast``. ``M + dt D`` is the mass matrix with ``dt D`` added to the armature, so
-              the articulated-body sweep inverts it as it inverts any armature: no matrix is formed.
+              the articulated-body sweep inverts it as it inverts any armature: no matrix is formed. Compliant
+              contact forces are implicit too, through their contact-space derivatives
+              (`jaxmb.sim.constraints.implicit_compliant_forces`): stiff contact at a large step.
 ``rk4``       the classical fourth-order Runge-Kutta method on ``(q, qd)`` in the coordinates of ``q``
               (quaternion rates by `jaxmb.configuration_rate`), quaternions normalized once at the end: fourth order
               on every joint, free bodies included. Constraint forces (contacts of the constraint model, limits,
@@ -21,7 +23,15 @@ from jaxmb.configuration import configuration_rate, integrate
 from jaxmb.dynamics.articulated import articulated_body, forward_dynamics
 from jaxmb.kinematics import forward_kinematics
 from jaxmb.sim.actuators import actuator_damping, actuator_forces, passive_forces
-from jaxmb.sim.constraints import ConstraintForces, body_forces, compliant_forces, constraint_forces, contacts
+from jaxmb.sim.constraints import (
+    ConstraintForces,
+    body_forces,
+    compliant_forces,
+    constraint_forces,
+    contacts,
+    implicit_compliant_forces,
+    world_forces,
+)
 
 
 class Advance(NamedTuple):
@@ -38,11 +48,21 @@ def applied_forces(scene, q, qd, ctrl):
     return actuator_forces(scene.actuators, q, qd, ctrl) + passive_forces(scene.joints, qd, smooth)
 
 
-def _solved(scene, model, q, qd, ctrl, dt, warm):
+class Solved(NamedTuple):
+    """The start of a step: applied joint forces ``tau`` (nv,), body poses ``T``, articulated-body quantities
+    ``ab`` at ``(q, qd, tau)``, and the step's `ConstraintForces` ``cf``."""
+
+    tau: jnp.ndarray
+    T: object
+    ab: object
+    cf: ConstraintForces
+
+
+def _solved(scene, model, q, qd, ctrl, dt, warm) -> Solved:
     tau = applied_forces(scene, q, qd, ctrl)
     T = forward_kinematics(model, q)
     ab = articulated_body(model, q, qd, tau)
-    return tau, constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab)
+    return Solved(tau, T, ab, constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab))
 
 
 def euler(scene, q, qd, ctrl, dt, warm, implicit=False) -> Advance:
@@ -51,8 +71,13 @@ def euler(scene, q, qd, ctrl, dt, warm, implicit=False) -> Advance:
     if implicit:
         D = scene.joints.damping + actuator_damping(scene.actuators, model.nv, dt)
         model = model.replace(armature=model.armature + dt * D)
-    tau, cf = _solved(scene, model, q, qd, ctrl, dt, warm)
+    tau, T, ab, cf = _solved(scene, model, q, qd, ctrl, dt, warm)
     qdd = forward_dynamics(model, q, qd, tau + cf.tau, cf.f_ext)
+    if implicit and scene.nc and scene.options.contact == "compliant":
+        extra = implicit_compliant_forces(scene, q, T, cf.contacts, ab, qdd, dt)
+        cf = cf._replace(f_ext=cf.f_ext + body_forces(scene, T, cf.contacts, world_forces(cf.contacts, extra)),
+                         force=cf.force + extra)
+        qdd = forward_dynamics(model, q, qd, tau + cf.tau, cf.f_ext)
     qd_next = qd + dt * qdd
     return Advance(integrate(model, q, qd_next, dt), qd_next, cf)
 
@@ -60,7 +85,7 @@ def euler(scene, q, qd, ctrl, dt, warm, implicit=False) -> Advance:
 def rk4(scene, q, qd, ctrl, dt, warm) -> Advance:
     """Classical Runge-Kutta (module docstring)."""
     model = scene.model
-    _, cf = _solved(scene, model, q, qd, ctrl, dt, warm)
+    cf = _solved(scene, model, q, qd, ctrl, dt, warm).cf
     compliant = scene.nc and scene.options.contact == "compliant"
 
     def rate(q_s, qd_s):

@@ -44,6 +44,9 @@ class ContactParams:
     timeconst: jnp.ndarray
     regularization: jnp.ndarray
 
+    def replace(self, **changes) -> "ContactParams":
+        return dataclasses.replace(self, **changes)
+
 
 @dataclass(frozen=True)
 class Options:
@@ -52,7 +55,7 @@ class Options:
     coordinates with position limits, as ``(q index, v index)`` pairs), ``friction`` (the velocity coordinates
     with Coulomb friction rows)."""
 
-    integrator: str = "euler"
+    integrator: str = "implicit"
     contact: str = "constraint"
     iterations: int = 30
     joint_friction: str = "constraint"
@@ -95,7 +98,7 @@ class Scene:
 
 def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude_parent_child=True, actuators=(),
                damping=None, frictionloss=None, joint_friction="constraint", limits=True, contact="constraint",
-               integrator="euler", iterations=30, stiffness=2e5, dissipation=2.0, slip_velocity=1e-3,
+               integrator="implicit", iterations=30, stiffness=2e5, dissipation=2.0, slip_velocity=1e-3,
                timeconst=0.02, regularization=1e-6):
     """Build and check a `Scene` (module docstring).
 

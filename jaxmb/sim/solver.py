@@ -19,12 +19,13 @@ relaxation that makes sliding bodies lift off), every sweep costs O(c^2) for c r
 and warm-started from the previous step's impulses the sweeps continue where they stopped, so a resting contact
 converges over the steps. Each world runs the same straight-line program, which is what a GPU batch wants.
 
-Reverse mode. At the solution ``p* = F(p*, theta)`` of one sweep ``F`` (``theta`` = A, b, mu, bounds), the implicit
-function theorem gives ``dp* = (I - dF/dp)^-1 dF/dtheta dtheta``. The backward pass solves the adjoint equation
-``u = g + (dF/dp)* u`` by the same number of fixed-point iterations and returns ``(dF/dtheta)* u``: one sweep's
-derivative, never the iterations'. ``F`` is piecewise smooth: where a contact opens, closes, or starts to slide,
-its derivative is that of one side of the switch. It stays finite, and the Neumann series of the adjoint is truncated
-at the iteration count, so a gradient at a switch is finite, never NaN.
+Derivatives. At the solution ``p* = F(p*, theta)`` of one sweep ``F`` (``theta`` = A, b, mu, bounds), the implicit
+function theorem gives ``dp* = (I - dF/dp)^-1 dF/dtheta dtheta``: the tangent is solved by the same number of
+fixed-point iterations, ``dp <- dF/dtheta dtheta + dF/dp dp``, and reverse mode is its transpose, the adjoint
+iteration ``u <- g + (dF/dp)* u`` followed by ``(dF/dtheta)* u``: one sweep's derivative, never the iterations'.
+``F`` is piecewise smooth: where a contact opens, closes, or starts to slide, its derivative is that of one side of
+the switch. It stays finite, and the series of the tangent is truncated at the iteration count, so a derivative at
+a switch is finite, never NaN.
 """
 
 import functools
@@ -87,44 +88,52 @@ def _friction(A_tt, r_t, radius, newton=8):
 
 def sweep(prob: Problem, p):
     """One projected Gauss-Seidel sweep ``F(p)`` (n,): every contact block, then every scalar row, solved exactly
-    with the others held at their latest values."""
-    A, b = prob.A, prob.b
+    with the others held at their latest values. Each kind of block is one ``lax.scan`` over the blocks, so the
+    program does not grow with their number."""
+    A, b, n = prob.A, prob.b, prob.b.shape[0]
     nc = prob.mu.shape[0]
-    for i in range(nc):
+
+    def contact(p, i):
         s = 3 * i
-        r = A[s:s + 3] @ p + b[s:s + 3]
-        p_n = jnp.maximum(p[s] - r[0] / A[s, s], 0.0)
-        r_t = r[1:] + A[s + 1:s + 3, s] * (p_n - p[s])
-        A_tt = A[s + 1:s + 3, s + 1:s + 3]
-        p_t = _friction(A_tt, r_t - A_tt @ p[s + 1:s + 3], prob.mu[i] * p_n)
-        p = jax.lax.dynamic_update_slice(p, jnp.concatenate([p_n[None], p_t]), (s,))
-    for j in range(3 * nc, b.shape[0]):
-        r = A[j] @ p + b[j]
-        p = p.at[j].set(jnp.clip(p[j] - r / A[j, j], prob.lo[j - 3 * nc], prob.hi[j - 3 * nc]))
+        rows = jax.lax.dynamic_slice(A, (s, 0), (3, n))
+        block = jax.lax.dynamic_slice(rows, (0, s), (3, 3))
+        p_i = jax.lax.dynamic_slice(p, (s,), (3,))
+        r = rows @ p + jax.lax.dynamic_slice(b, (s,), (3,))
+        p_n = jnp.maximum(p_i[0] - r[0] / block[0, 0], 0.0)
+        r_t = r[1:] + block[1:, 0] * (p_n - p_i[0])  # the tangential residual with the new normal impulse
+        A_tt = block[1:, 1:]
+        p_t = _friction(A_tt, r_t - A_tt @ p_i[1:], prob.mu[i] * p_n)
+        return jax.lax.dynamic_update_slice(p, jnp.concatenate([p_n[None], p_t]), (s,)), None
+
+    def scalar(p, j):
+        row = jax.lax.dynamic_slice(A, (3 * nc + j, 0), (1, n))[0]
+        p_j = jnp.clip(p[3 * nc + j] - (row @ p + b[3 * nc + j]) / row[3 * nc + j], prob.lo[j], prob.hi[j])
+        return jax.lax.dynamic_update_slice(p, p_j[None], (3 * nc + j,)), None
+
+    if nc:
+        p, _ = jax.lax.scan(contact, p, jnp.arange(nc))
+    if n > 3 * nc:
+        p, _ = jax.lax.scan(scalar, p, jnp.arange(n - 3 * nc))
     return p
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
 def solve(prob: Problem, p0, iterations: int):
-    """``p`` (n,) after ``iterations`` sweeps from the warm start ``p0`` (module docstring); reverse mode by the
-    implicit function theorem at the returned point, none through ``p0``."""
+    """``p`` (n,) after ``iterations`` sweeps from the warm start ``p0`` (module docstring). Its derivative is the
+    implicit function theorem's at the returned point, in forward and reverse mode; none flows through ``p0``."""
     return jax.lax.fori_loop(0, iterations, lambda _, p: sweep(prob, p), p0)
 
 
-def _solve_fwd(prob, p0, iterations):
+@solve.defjvp
+def _solve_jvp(iterations, primals, tangents):
+    """``dp = dF/dtheta dtheta + dF/dp dp`` solved by ``iterations`` fixed-point steps: linear in the tangent, so
+    reverse mode transposes it into the adjoint iteration ``u = g + (dF/dp)* u``, then ``(dF/dtheta)* u``."""
+    prob, p0 = primals
+    d_prob, _ = tangents
     p = solve(prob, p0, iterations)
-    return p, (prob, p)
-
-
-def _solve_bwd(iterations, saved, g):
-    prob, p = saved
-    _, along_p = jax.vjp(lambda x: sweep(prob, x), p)
-    u = jax.lax.fori_loop(0, iterations, lambda _, u: g + along_p(u)[0], g)  # u = g + (dF/dp)* u
-    _, along_theta = jax.vjp(lambda theta: sweep(theta, p), prob)
-    return along_theta(u)[0], jnp.zeros_like(p)
-
-
-solve.defvjp(_solve_fwd, _solve_bwd)
+    _, forced = jax.jvp(lambda theta: sweep(theta, p), (prob,), (d_prob,))
+    _, along_p = jax.linearize(lambda x: sweep(prob, x), p)
+    return p, jax.lax.fori_loop(0, iterations, lambda _, dp: forced + along_p(dp), forced)
 
 
 def residuals(prob: Problem, p):
