@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 CELL_TIMEOUT_S = 600
 PYTHON_WARNING = re.compile(r"\w+Warning: ")
-OPTIMIZED = {"03_operational_space.ipynb"}  # notebooks whose run time, not their compile time, dominates
+OPTIMIZED = {"03_operational_space.ipynb", "05_simulation.ipynb"}  # notebooks whose run time, not their compile time, dominates
 REFRESH = "run `python tests/test_notebooks.py {}` and commit the notebook with its outputs"
 
 

@@ -3,7 +3,7 @@
 The same URDF text is compiled by jaxmb (`jaxmb.load_urdf_string`) and by MuJoCo's compiler
 (``mujoco.MjModel.from_xml_string``), and both integrate it with the classical fourth-order Runge-Kutta method from
 the same state under zero control: jaxmb through ``make_scene(..., integrator="rk4", limits=False)`` and
-`jaxmb.sim.step.rollout`, MuJoCo through ``mj_step`` with ``mjINT_RK4``. The two trajectories of ``q`` and ``qd``
+`jaxmb.sim.rollout`, MuJoCo through ``mj_step`` with ``mjINT_RK4``. The two trajectories of ``q`` and ``qd``
 must agree to 1e-8 at every step over 1 s.
 
 Bridged here:
@@ -34,7 +34,7 @@ mujoco = pytest.importorskip("mujoco")
 
 import jaxmb  # noqa: E402
 from jaxmb.sim.scene import make_scene  # noqa: E402
-from jaxmb.sim.step import init_state, rollout  # noqa: E402
+from jaxmb.sim.stepping import init_state, rollout  # noqa: E402
 from pinocchio_bridge import urdf_path  # noqa: E402
 
 DT = 1e-3

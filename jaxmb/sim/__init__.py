@@ -1,9 +1,9 @@
-"""The simulator: scenes, states, steps and rollouts, batched and differentiable (`jaxmb.sim.step`).
+"""The simulator: scenes, states, steps and rollouts, batched and differentiable (`jaxmb.sim.stepping`).
 
 Modules: `scene` (the `Scene` pytree and `make_scene`), `geometry` (shapes on bodies, contact pairs), `collision`
 (the narrow phase), `urdf_collision` (shapes from URDF ``<collision>`` elements), `actuators` (motors, servos,
 passive joint terms), `constraints` (contact-space compliance on the operational-space sweeps, joint limits and
-friction, compliant contact), `solver` (the frictional contact problem), `integrators`, `step` (state, step,
+friction, compliant contact), `solver` (the frictional contact problem), `integrators`, `stepping` (state, step,
 rollout).
 """
 
@@ -12,7 +12,7 @@ from jaxmb.sim.collision import Contacts
 from jaxmb.sim.geometry import Geometry, Pairs, box, capsule, plane, sphere
 from jaxmb.sim.scene import INTEGRATORS, CONTACT_MODELS, Scene, make_scene
 from jaxmb.sim.solver import residuals
-from jaxmb.sim.step import ContactState, State, contact_forces, init_state, rollout, step
+from jaxmb.sim.stepping import ContactState, State, contact_forces, init_state, rollout, step
 from jaxmb.sim.urdf_collision import urdf_geometry
 
 __all__ = [

@@ -248,7 +248,8 @@ class ConstraintForces(NamedTuple):
 def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintForces:
     """Solve the step's constraints at ``(q, qd)`` under the applied joint forces ``tau`` (nv,): ``model`` is the
     scene's model, or the one whose armature carries the implicit damping (`jaxmb.sim.integrators`), ``ab`` its
-    articulated-body quantities at ``(q, qd, tau)``, ``T`` the body poses, ``warm`` (rows,) the warm start."""
+    articulated-body quantities at ``(q, qd, tau)`` (free accelerations ``qdd``, velocities ``V``, factors ``G, D``:
+    `jaxmb.sim.integrators.StepFactors`), ``T`` the body poses, ``warm`` (rows,) the warm start."""
     dtype = qd.dtype
     nb, nv, nc = model.nb, model.nv, scene.nc
     f_ext = jnp.zeros((nb, 6), dtype)

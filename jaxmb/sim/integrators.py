@@ -1,4 +1,4 @@
-"""The three time-stepping schemes of `jaxmb.sim.step`, each from ``(q, qd)`` to ``(q+, qd+)`` over ``dt``.
+"""The three time-stepping schemes of `jaxmb.sim.stepping`, each from ``(q, qd)`` to ``(q+, qd+)`` over ``dt``.
 
 ``euler``     semi-implicit (symplectic) Euler: ``qd+ = qd + dt qdd(q, qd)``, then ``q+ = q (+) dt qd+`` on each
               joint's manifold (`jaxmb.integrate`). Constraint impulses are solved for ``qd+``.
@@ -20,8 +20,9 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from jaxmb.configuration import configuration_rate, integrate
-from jaxmb.dynamics.articulated import articulated_body, forward_dynamics
-from jaxmb.kinematics import forward_kinematics
+from jaxmb.batching import in_cpu_chunks
+from jaxmb.dynamics.articulated import articulated_inertias, forward_dynamics
+from jaxmb.kinematics import body_velocities, forward_kinematics
 from jaxmb.sim.actuators import actuator_damping, actuator_forces, passive_forces
 from jaxmb.sim.constraints import (
     ConstraintForces,
@@ -49,8 +50,8 @@ def applied_forces(scene, q, qd, ctrl):
 
 
 class Solved(NamedTuple):
-    """The start of a step: applied joint forces ``tau`` (nv,), body poses ``T``, articulated-body quantities
-    ``ab`` at ``(q, qd, tau)``, and the step's `ConstraintForces` ``cf``."""
+    """The start of a step: applied joint forces ``tau`` (nv,), body poses ``T``, the `StepFactors` ``ab`` at
+    ``(q, qd, tau)``, and the step's `ConstraintForces` ``cf``."""
 
     tau: jnp.ndarray
     T: object
@@ -58,10 +59,31 @@ class Solved(NamedTuple):
     cf: ConstraintForces
 
 
+class StepFactors(NamedTuple):
+    """What the constraints take of the articulated-body algorithm at ``(q, qd, tau)``: the free accelerations
+    ``qdd`` (nv,), the body velocities ``V`` (nb, 6), and the factors ``G``, ``D`` (nv, 6) of ``q``
+    (`jaxmb.ArticulatedInertias`). Each comes from the function that computes it alone, batched by its own rule
+    (`jaxmb.batching`), rather than all of `jaxmb.articulated_body` under a plain ``vmap``."""
+
+    qdd: jnp.ndarray
+    V: jnp.ndarray
+    G: jnp.ndarray
+    D: jnp.ndarray
+
+
+def _gains_and_D(model, q):
+    ai = articulated_inertias(model, q)
+    return ai.G, ai.D
+
+
+_inertias_in_chunks = in_cpu_chunks(_gains_and_D)
+
+
 def _solved(scene, model, q, qd, ctrl, dt, warm) -> Solved:
     tau = applied_forces(scene, q, qd, ctrl)
     T = forward_kinematics(model, q)
-    ab = articulated_body(model, q, qd, tau)
+    G, D = _inertias_in_chunks(model, q)
+    ab = StepFactors(forward_dynamics(model, q, qd, tau), body_velocities(model, q, qd), G, D)
     return Solved(tau, T, ab, constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab))
 
 
@@ -94,7 +116,7 @@ def rk4(scene, q, qd, ctrl, dt, warm) -> Advance:
         if compliant:
             T = forward_kinematics(model, q_s)
             con = contacts(scene, T)
-            V = articulated_body(model, q_s, qd_s, tau).V
+            V = body_velocities(model, q_s, qd_s)
             force = compliant_forces(scene, T, V, con)
             f_ext = body_forces(scene, T, con, jnp.einsum("cji,cj->ci", con.frame, force))
         return configuration_rate(model, q_s, qd_s), forward_dynamics(model, q_s, qd_s, tau, f_ext)

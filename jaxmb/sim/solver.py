@@ -37,6 +37,9 @@ import jax.numpy as jnp
 from jaxmb.rotation import safe_norm
 
 
+UNROLL = 4  # blocks per scan iteration: a short loop body costs more in loop overhead than in compile time
+
+
 class Problem(NamedTuple):
     """One world's contact problem, ``n = 3 nc + k`` rows.
 
@@ -59,7 +62,7 @@ def _solve2(M, r):
     return jnp.stack([M[1, 1] * r[0] - M[0, 1] * r[1], M[0, 0] * r[1] - M[1, 0] * r[0]]) / det
 
 
-def _friction(A_tt, r_t, radius, newton=8):
+def _friction(A_tt, r_t, radius, newton=6):
     """The tangential impulse (2,) ``argmin 0.5 p* A_tt p + r_t* p`` over the disk ``|p| <= radius``: the
     unconstrained minimizer if it lies inside (sticking), else the point of the circle where ``p = -(A_tt + g)^-1
     r_t`` for the ``g >= 0`` that puts it there (sliding: the friction opposes the slip ``A_tt p + r_t = -g p``,
@@ -73,14 +76,13 @@ def _friction(A_tt, r_t, radius, newton=8):
     rho = jnp.where(outside & (radius > 0), radius, 1.0)
     r = jnp.where(outside & (radius > 0), r_t, jnp.ones_like(r_t))  # a safe problem where the branch is unused
 
-    def newton_step(_, g):
+    g = jnp.zeros((), A_tt.dtype)
+    for _ in range(newton):  # a few straight-line steps: cheaper than a loop of so short a body
         M = A_tt + g * eye
         p = -_solve2(M, r)
         norm = jnp.maximum(safe_norm(p), jnp.finfo(p.dtype).tiny)
         slope = (p @ _solve2(M, p)) / norm**3
-        return jnp.maximum(g - (1.0 / norm - 1.0 / rho) / slope, 0.0)
-
-    g = jax.lax.fori_loop(0, newton, newton_step, jnp.zeros((), A_tt.dtype))
+        g = jnp.maximum(g - (1.0 / norm - 1.0 / rho) / slope, 0.0)
     p = -_solve2(A_tt + g * eye, r)
     p_slide = p * (rho / jnp.maximum(safe_norm(p), jnp.finfo(p.dtype).tiny))
     return jnp.where(outside, jnp.where(radius > 0, p_slide, 0.0), p_free)
@@ -111,9 +113,9 @@ def sweep(prob: Problem, p):
         return jax.lax.dynamic_update_slice(p, p_j[None], (3 * nc + j,)), None
 
     if nc:
-        p, _ = jax.lax.scan(contact, p, jnp.arange(nc))
+        p, _ = jax.lax.scan(contact, p, jnp.arange(nc), unroll=min(nc, UNROLL))
     if n > 3 * nc:
-        p, _ = jax.lax.scan(scalar, p, jnp.arange(n - 3 * nc))
+        p, _ = jax.lax.scan(scalar, p, jnp.arange(n - 3 * nc), unroll=min(n - 3 * nc, UNROLL))
     return p
 
 
