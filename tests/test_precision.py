@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import pytest
 
 import jaxmb
-from jaxmb import loops
+from jaxmb import joints, loops
 from jaxmb.loops import mechanisms
 from jaxmb.testing import random_model, random_state
 
@@ -74,7 +74,34 @@ def loop_calls():
     }
 
 
-CALLS = tree_calls() | loop_calls()
+def sim_calls():
+    """A float32 quadruped on its feet with constraint contact and joint limits, and a compliant ball stepped
+    implicitly: a step, and the gradient of a short rollout."""
+    from jaxmb import assets, sim
+
+    path = assets.path("quadruped.urdf")
+    model = jaxmb.load_urdf(path, floating_base=True).cast(jnp.float32)
+    feet = sim.urdf_geometry(path, model)
+    scene = sim.make_scene(model, [sim.plane(name="floor")] + feet, integrator="euler",
+                           actuators=[sim.position(j, kp=60.0, kv=2.0) for j in model.joint_names[1:]])
+    state = sim.init_state(scene, jaxmb.neutral_configuration(model).at[2].set(0.45))
+    ball = jaxmb.ModelBuilder("ball")
+    ball.add_body("ball", None, joints.free(), mass=1.0, inertia=jnp.eye(3) * 1e-3)
+    ball = ball.build().cast(jnp.float32)
+    soft = sim.make_scene(ball, [sim.plane(), sim.sphere("ball", 0.1)], contact="compliant")
+    at_floor = sim.init_state(soft, jnp.array([0, 0, 0.099, 1, 0, 0, 0], jnp.float32))
+
+    def height(z):
+        return sim.rollout(scene, state._replace(q=state.q.at[2].set(z)), 0.002, steps=2)[0].q[2]
+
+    return {
+        "sim.step, constraint contact and limits": lambda: sim.step(scene, state, None, 0.002),
+        "sim.step, implicit compliant contact": lambda: sim.step(soft, at_floor, None, 0.002),
+        "grad of sim.rollout": lambda: jax.grad(height)(jnp.float32(0.45)),
+    }
+
+
+CALLS = tree_calls() | loop_calls() | sim_calls()
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))

@@ -34,6 +34,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxmb.batching import full_precision
 from jaxmb.rotation import safe_norm
 
 
@@ -127,9 +128,11 @@ def solve(prob: Problem, p0, iterations: int):
 
 
 @solve.defjvp
+@full_precision
 def _solve_jvp(iterations, primals, tangents):
     """``dp = dF/dtheta dtheta + dF/dp dp`` solved by ``iterations`` fixed-point steps: linear in the tangent, so
-    reverse mode transposes it into the adjoint iteration ``u = g + (dF/dp)* u``, then ``(dF/dtheta)* u``."""
+    reverse mode transposes it into the adjoint iteration ``u = g + (dF/dp)* u``, then ``(dF/dtheta)* u``. Traced
+    when a derivative is taken, outside the caller's precision context: full precision is its own."""
     prob, p0 = primals
     d_prob, _ = tangents
     p = solve(prob, p0, iterations)
