@@ -19,6 +19,17 @@ from jaxmb.spatial import Transform
 from jaxmb.topology import Topology, breadth_first_order
 
 
+def pytree_dataclass(cls):
+    """Register the frozen dataclass ``cls`` as a JAX pytree (returns it: a class decorator): fields whose metadata
+    says ``static=True`` are aux data (they shape the compiled program), the others leaves."""
+    fields = dataclasses.fields(cls)
+    static = [f.name for f in fields if f.metadata.get("static")]
+    jax.tree_util.register_dataclass(cls, data_fields=[f.name for f in fields if f.name not in static],
+                                     meta_fields=static)
+    return cls
+
+
+@pytree_dataclass
 @dataclass(frozen=True)
 class Model:
     """A tree of rigid bodies, numbered breadth first (`jaxmb.topology`).
@@ -128,12 +139,6 @@ def check_shapes(model: Model, **arrays):
                 f"{name} must have shape {expected[name]} for model {model.name!r} (nq={model.nq}, nv={model.nv}, "
                 f"nb={model.nb}), got {jnp.shape(x)}; batch with jax.vmap"
             )
-
-
-_STATIC = [f.name for f in dataclasses.fields(Model) if f.metadata.get("static")]
-jax.tree_util.register_dataclass(
-    Model, data_fields=[f.name for f in dataclasses.fields(Model) if f.name not in _STATIC], meta_fields=_STATIC
-)
 
 
 # -- building ------------------------------------------------------------------------------------------------

@@ -14,11 +14,11 @@ Coulomb friction of the joints is a constraint of the contact solver (`jaxmb.sim
 import dataclasses
 from dataclasses import dataclass, field
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.errors import ModelError
+from jaxmb.model import pytree_dataclass
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,7 @@ def _range(ctrl_range):
     return (-np.inf, np.inf) if ctrl_range is None else tuple(ctrl_range)
 
 
+@pytree_dataclass
 @dataclass(frozen=True)
 class Actuators:
     """The scene's actuators (nu of them). Leaves (nu,): ``gain``, ``bias_q``, ``bias_qd``, ``force_limit``,
@@ -139,6 +140,7 @@ def actuator_damping(act: Actuators, nv, dt):
     return jnp.zeros(nv, act.gain.dtype).at[np.asarray(act.v_index)].add(-act.bias_qd - dt * act.bias_q)
 
 
+@pytree_dataclass
 @dataclass(frozen=True)
 class JointTerms:
     """Passive joint terms per velocity coordinate (nv,), leaves: ``damping`` (``f = -damping qd``),
@@ -186,8 +188,3 @@ def passive_forces(joints: JointTerms, qd, smooth_friction):
         f = f - joints.frictionloss * jnp.tanh(qd / joints.friction_velocity)
     return f
 
-
-for _cls in (Actuators, JointTerms):
-    _static = [f.name for f in dataclasses.fields(_cls) if f.metadata.get("static")]
-    jax.tree_util.register_dataclass(
-        _cls, data_fields=[f.name for f in dataclasses.fields(_cls) if f.name not in _static], meta_fields=_static)

@@ -20,11 +20,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.errors import ModelError
+from jaxmb.model import pytree_dataclass
 from jaxmb.spatial import Transform, compose
 
 KINDS = ("plane", "sphere", "capsule", "box")
@@ -83,6 +83,7 @@ def box(body, half_sizes, pos=(0.0, 0.0, 0.0), rot=None, *, name=None, friction=
     return Geom("box", body, _tup(half_sizes), _tup(pos), _rot(rot), name, friction)
 
 
+@pytree_dataclass
 @dataclass(frozen=True)
 class Geometry:
     """The geoms of a scene as a pytree (ng geoms).
@@ -118,10 +119,6 @@ class Geometry:
         return dataclasses.replace(self, **changes)
 
 
-_STATIC = [f.name for f in dataclasses.fields(Geometry) if f.metadata.get("static")]
-jax.tree_util.register_dataclass(
-    Geometry, data_fields=[f.name for f in dataclasses.fields(Geometry) if f.name not in _STATIC],
-    meta_fields=_STATIC)
 
 
 # -- building ------------------------------------------------------------------------------------------------

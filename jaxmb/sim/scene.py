@@ -10,11 +10,11 @@ built, and raises `jaxmb.ModelError` naming the geom, body, joint or option at f
 import dataclasses
 from dataclasses import dataclass, field
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.errors import ModelError
+from jaxmb.model import pytree_dataclass
 from jaxmb.sim.actuators import Actuators, JointTerms, joint_terms
 from jaxmb.sim.actuators import actuators as gather_actuators
 from jaxmb.sim.geometry import Geometry, Pairs, geometry, pairs
@@ -24,6 +24,7 @@ CONTACT_MODELS = ("constraint", "compliant")
 JOINT_FRICTION = ("constraint", "smooth")
 
 
+@pytree_dataclass
 @dataclass(frozen=True)
 class ContactParams:
     """Contact and constraint numbers (scalars, leaves).
@@ -63,6 +64,7 @@ class Options:
     friction: tuple = ()
 
 
+@pytree_dataclass
 @dataclass(frozen=True)
 class Scene:
     """A model and everything a step needs beside the state (module docstring). ``geometry`` and ``pairs`` are None
@@ -154,8 +156,3 @@ def _limited_coordinates(model):
                 out.append((i, j))
     return tuple(out)
 
-
-for _cls in (ContactParams, Scene):
-    _static = [f.name for f in dataclasses.fields(_cls) if f.metadata.get("static")]
-    jax.tree_util.register_dataclass(
-        _cls, data_fields=[f.name for f in dataclasses.fields(_cls) if f.name not in _static], meta_fields=_static)
