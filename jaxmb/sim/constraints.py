@@ -9,7 +9,9 @@ side on a moving body is a task frame: the pose ``(R_k* C*, R_k* (x - p_k))`` on
 of each side's three columns up its body's path (`jaxmb.dynamics.compliance`, (10.12)), O(N + depth x m), and
 ``A = S Lambda_inv S*`` with ``S`` the static sum of sides. ``M`` and ``M^-1`` are never formed. A joint row
 ``e_j`` (a position limit or Coulomb friction of coordinate ``j``) has ``M^-1 e_j`` by the factored solve with the
-same ``G, D`` (7.18), and its cross terms with the contacts are ``J M^-1 e_j``.
+same ``G, D`` (7.18), and its cross terms with the contacts are ``J M^-1 e_j``. A closed-loop scene's rows are
+the same rows on the spanning tree's velocities, taken to its independent ones and their compliance by
+`jaxmb.sim.closed_loops.loop_space`.
 
 The solved impulses go back as forces in one more articulated-body sweep: the world force ``C* p / dt`` on body
 ``b`` at ``x`` and its opposite on ``a``, as body-frame external forces ``[(x - p_k) x F; F]`` rotated into body
@@ -31,6 +33,7 @@ from jaxmb.dynamics.articulated import solve_factored
 from jaxmb.dynamics.compliance import compliance
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.kinematics import jacobian_rows
+from jaxmb.sim.closed_loops import is_closed, loop_space
 from jaxmb.sim.collision import Contacts, collide
 from jaxmb.sim.geometry import DEFAULT_FRICTION, geom_poses
 from jaxmb.sim.solver import Problem, solve
@@ -95,18 +98,28 @@ def _side_rows(sd, dtype):
     return jnp.asarray(sd.sign[:, None, None] * rows, dtype)
 
 
-def contact_space(scene, q, T, con, ab):
-    """``(J, A)``: the contact rows' Jacobian (3 nc, nv) and compliance ``J M^-1 J*`` (3 nc, 3 nc) (module
-    docstring), from the articulated-body quantities ``ab`` at ``q``."""
-    model = scene.model
+def contact_jacobian(scene, T, con):
+    """The contact rows' Jacobian (3 nc, nv) on the (spanning) tree's velocities: the sum of each contact's sides'
+    rows (module docstring)."""
+    tree = scene.tree
     sd = sides(scene.geometry.body, scene.pairs)
-    d = _side_rows(sd, T.p.dtype)
-    world, placement = _side_frames(T, con, sd)
-    L = compliance(model, q, d, placement, sd.body, ab)
+    world, _ = _side_frames(T, con, sd)
+    J_rows = jacobian_rows(tree, T, world, np.asarray(sd.body))  # (m, nv, 6)
+    J_f = jnp.einsum("mrj,mvj->mrv", _side_rows(sd, T.p.dtype), J_rows).reshape(-1, tree.nv)
+    return jnp.asarray(sd.S, J_f.dtype) @ J_f
+
+
+def contact_space(scene, model, q, T, con, ab):
+    """``(J, A)``: the contact rows' Jacobian (3 nc, nv) and compliance ``J M^-1 J*`` (3 nc, 3 nc) (module
+    docstring), from the articulated-body quantities ``ab`` of ``model`` at ``q``; for a closed-loop ``model``
+    the rows on ``yd`` and their compliance (`jaxmb.sim.closed_loops.loop_space`)."""
+    if is_closed(model):
+        return loop_space(model, q, contact_jacobian(scene, T, con), ab)
+    sd = sides(scene.geometry.body, scene.pairs)
+    _, placement = _side_frames(T, con, sd)
+    L = compliance(model, q, _side_rows(sd, T.p.dtype), placement, sd.body, ab)
     S = jnp.asarray(sd.S, L.dtype)
-    J_rows = jacobian_rows(model, T, world, np.asarray(sd.body))  # (m, nv, 6)
-    J_f = jnp.einsum("mrj,mvj->mrv", d, J_rows).reshape(-1, model.nv)
-    return S @ J_f, S @ L @ S.T
+    return contact_jacobian(scene, T, con), S @ L @ S.T
 
 
 def body_forces(scene, T, con, F):
@@ -118,7 +131,7 @@ def body_forces(scene, T, con, F):
     R_kt = jnp.swapaxes(T.R[body], -1, -2)
     moment = cross3(con.pos[sd.contact] - T.p[body], F_side)
     f = jnp.concatenate([mv(R_kt, moment), mv(R_kt, F_side)], -1)
-    return jnp.zeros((scene.model.nb, 6), F.dtype).at[body].add(f)
+    return jnp.zeros((scene.tree.nb, 6), F.dtype).at[body].add(f)
 
 
 def point_velocities(scene, T, V, con):
@@ -157,7 +170,7 @@ def compliant_forces(scene, T, V, con):
     return law(scene.contact, friction(scene), con.dist, contact_velocities(scene, T, V, con))
 
 
-def implicit_compliant_forces(scene, q, T, con, ab, qdd, dt):
+def implicit_compliant_forces(scene, model, q, T, con, ab, qdd, dt):
     """The correction (nc, 3) to the compliant contact forces that makes them implicit in velocity: the linearized
     backward-Euler step ``(M + J* W J) (qd+ - qd) = dt f`` with ``W = -dt (df/dv + dt df/ddist n*)``, contact by
     contact (the force law's own derivatives; the distance moves by ``dt v_n``). By the push-through identity
@@ -167,14 +180,14 @@ def implicit_compliant_forces(scene, q, T, con, ab, qdd, dt):
     it is the contact force ``-W (1 + A W)^-1 J qdd`` added to the explicit one, ``qdd`` the explicit step's
     accelerations: the contact-space compliance ``A`` of the operational-space walk, a (3 nc)-square solve and one
     more articulated-body sweep replace a stiff contact's time-step limit. ``ab``: the articulated-body quantities
-    at ``q``.
+    of ``model`` at ``q``.
 
     Derivatives hold ``W`` fixed (a stop-gradient): the step's derivative is that of the linear implicit step it
     takes. The derivative of ``W`` itself is the force law's curvature, which the regularized friction makes as
     large as ``mu f_n / v_s^2``; carried through a long rollout it multiplies into gradients of astronomical size,
     while the forward motion is smooth and stable. The explicit ``euler`` and ``rk4`` steps differentiate exactly."""
     c = scene.contact
-    J, A = contact_space(scene, q, T, con, ab)
+    J, A = contact_space(scene, model, q, T, con, ab)
     v = contact_velocities(scene, T, ab.V, con)
     law = lambda mu, dist, v: compliant_law(c, mu, dist, v)
     df_dv = jax.vmap(jax.jacfwd(law, 2))(friction(scene), con.dist, v)  # (nc, 3, 3)
@@ -198,7 +211,7 @@ class JointRows(NamedTuple):
 
 def joint_rows(scene, q, dt) -> JointRows:
     """Limit rows (toward the nearer limit, pushing away from it) and Coulomb friction rows of the scene."""
-    model, opt = scene.model, scene.options
+    model, opt = scene.tree, scene.options
     dtype = q.dtype
     E, v_star, lo, hi = [], [], [], []
     if opt.limited:
@@ -249,11 +262,12 @@ def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintFo
     """Solve the step's constraints at ``(q, qd)`` under the applied joint forces ``tau`` (nv,): ``model`` is the
     scene's model, or the one whose armature carries the implicit damping (`jaxmb.sim.integrators`), ``ab`` its
     articulated-body quantities at ``(q, qd, tau)`` (free accelerations ``qdd``, velocities ``V``, factors ``G, D``:
-    `jaxmb.sim.integrators.StepFactors`), ``T`` the body poses, ``warm`` (rows,) the warm start."""
+    `jaxmb.sim.integrators.StepFactors`; `jaxmb.sim.closed_loops.LoopFactors` for a closed-loop model, whose
+    ``qd`` and ``tau`` are on ``yd``), ``T`` the body poses, ``warm`` (rows,) the warm start."""
     dtype = qd.dtype
-    nb, nv, nc = model.nb, model.nv, scene.nc
-    f_ext = jnp.zeros((nb, 6), dtype)
-    tau_c = jnp.zeros(nv, dtype)
+    nc = scene.nc
+    f_ext = jnp.zeros((scene.tree.nb, 6), dtype)
+    tau_c = jnp.zeros(qd.shape[0], dtype)
     force = jnp.zeros((nc, 3), dtype)
     con = contacts(scene, T) if nc else None
     if nc and scene.options.contact == "compliant":
@@ -261,39 +275,56 @@ def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintFo
         f_ext = body_forces(scene, T, con, jnp.einsum("cji,cj->ci", con.frame, force))
     rows = joint_rows(scene, q, dt)
     solve_contacts = nc and scene.options.contact == "constraint"
-    if not solve_contacts and not rows.E.shape[0]:
+    k = rows.E.shape[0]
+    if not solve_contacts and not k:
         return ConstraintForces(tau_c, f_ext, warm, force, con)
-    J_parts, A, v_star = [], None, []
-    mu = jnp.zeros((0,), dtype)
+    J, A = _row_space(scene, model, q, T, con if solve_contacts else None, ab, rows.E)
+    v_star, mu = [rows.v_star], jnp.zeros((0,), dtype)
     if solve_contacts:
-        J_c, A = contact_space(scene, q, T, con, ab)
-        J_parts.append(J_c)
-        v_star.append(jnp.stack([_target(con.dist, dt, scene.contact.timeconst), jnp.zeros(nc, dtype),
-                                 jnp.zeros(nc, dtype)], -1).reshape(-1))
+        v_star.insert(0, jnp.stack([_target(con.dist, dt, scene.contact.timeconst), jnp.zeros(nc, dtype),
+                                    jnp.zeros(nc, dtype)], -1).reshape(-1))
         mu = friction(scene)
-    if rows.E.shape[0]:
-        X, H = joint_poses(model, q), hinge_map(model)
-        Minv_Et = jax.vmap(lambda e: solve_factored(model, X, H, ab.G, ab.D, e)[0], out_axes=1)(rows.E)
-        A_EE = rows.E @ Minv_Et
-        if A is None:
-            A = A_EE
-        else:
-            A_cE = J_parts[0] @ Minv_Et
-            A = jnp.block([[A, A_cE], [A_cE.T, A_EE]])
-        J_parts.append(rows.E)
-        v_star.append(rows.v_star)
-    J = jnp.concatenate(J_parts)
     v_free = J @ (qd + dt * ab.qdd)
-    A = A + jnp.diag(scene.contact.regularization * jnp.diag(A) + jnp.finfo(dtype).tiny ** 0.5)
+    A = A + jnp.diag(scene.contact.regularization * _softened(jnp.diag(A), nc if solve_contacts else 0)
+                     + jnp.finfo(dtype).tiny ** 0.5)
     prob = Problem(A, v_free - jnp.concatenate(v_star), mu, rows.lo, rows.hi)
     p = solve(prob, warm, scene.options.iterations)
     if solve_contacts:
-        p_c = p[: 3 * nc].reshape(nc, 3)
-        force = p_c / dt
+        force = p[: 3 * nc].reshape(nc, 3) / dt
         f_ext = f_ext + body_forces(scene, T, con, jnp.einsum("cji,cj->ci", con.frame, force))
-    if rows.E.shape[0]:
-        tau_c = rows.E.T @ p[3 * nc if solve_contacts else 0:] / dt
+    if k:
+        tau_c = J[J.shape[0] - k:].T @ p[J.shape[0] - k:] / dt
     return ConstraintForces(tau_c, f_ext, p, force, con, prob)
+
+
+def _softened(diagonal, nc):
+    """The diagonal (n,) that the regularization scales: ``A``'s own, with each contact's tangent rows raised to
+    its normal's where they are smaller. A direction in which a contact cannot slide at all (out of the plane of a
+    planar mechanism) has a zero diagonal; softened as its normal, its friction block stays well posed and its
+    derivative finite."""
+    if not nc:
+        return diagonal
+    blocks = diagonal[: 3 * nc].reshape(nc, 3)
+    return jnp.concatenate([jnp.maximum(blocks, blocks[:, :1]).reshape(-1), diagonal[3 * nc:]])
+
+
+def _row_space(scene, model, q, T, con, ab, E):
+    """``(J, A)`` of the solver's rows: the contact rows of ``con`` (None: none) then the joint rows ``E`` (k, nv),
+    and their compliance. For a tree, the contacts' by the compliance walk and the joint rows' by the factored
+    solve ``M^-1 E*`` (module docstring); for a closed-loop system, all rows at once on ``yd``."""
+    if is_closed(model):
+        J = E if con is None else jnp.concatenate([contact_jacobian(scene, T, con), E])
+        return loop_space(model, q, J, ab)
+    J_c, A = (None, None) if con is None else contact_space(scene, model, q, T, con, ab)
+    if not E.shape[0]:
+        return J_c, A
+    X, H = joint_poses(model, q), hinge_map(model)
+    Minv_Et = jax.vmap(lambda e: solve_factored(model, X, H, ab.G, ab.D, e)[0], out_axes=1)(E)
+    A_EE = E @ Minv_Et
+    if J_c is None:
+        return E, A_EE
+    A_cE = J_c @ Minv_Et
+    return jnp.concatenate([J_c, E]), jnp.block([[A, A_cE], [A_cE.T, A_EE]])
 
 
 def world_forces(con: Contacts, force):

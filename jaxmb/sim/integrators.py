@@ -13,6 +13,10 @@
               on every joint, free bodies included. Constraint forces (contacts of the constraint model, limits,
               Coulomb friction) are solved once at the start of the step, as for ``euler``, and held over the
               stages; compliant contact forces are evaluated at every stage.
+
+A closed-loop scene (`jaxmb.loops.LoopModel`) steps in its own coordinates, the spanning ``q`` and the independent
+velocities ``yd`` in the place of ``qd``, with the same three schemes (`jaxmb.sim.closed_loops`); its
+configuration is projected back onto the loop constraints at the end of every step.
 """
 
 from typing import NamedTuple
@@ -23,7 +27,11 @@ from jaxmb.configuration import configuration_rate, integrate
 from jaxmb.batching import in_cpu_chunks
 from jaxmb.dynamics.articulated import articulated_inertias, forward_dynamics
 from jaxmb.kinematics import body_velocities, forward_kinematics
+from jaxmb.loops.articulated import forward_dynamics as loop_forward_dynamics
+from jaxmb.loops.embedding import embedding_matrix
 from jaxmb.sim.actuators import actuator_damping, actuator_forces, passive_forces
+from jaxmb.sim.closed_loops import advance as loop_advance
+from jaxmb.sim.closed_loops import is_closed, loop_factors, project, spanning_tree, with_armature
 from jaxmb.sim.constraints import (
     ConstraintForces,
     body_forces,
@@ -36,11 +44,14 @@ from jaxmb.sim.constraints import (
 
 
 class Advance(NamedTuple):
-    """One step's result: ``q`` (nq,), ``qd`` (nv,), and the step's `ConstraintForces`."""
+    """One step's result: ``q`` (nq,), ``qd`` (nv,) (``yd`` (ny,) of a closed-loop scene), the step's
+    `ConstraintForces`, and ``closed`` () whether a closed-loop scene's loops closed at ``q`` (always true for a
+    tree)."""
 
     q: jnp.ndarray
     qd: jnp.ndarray
     constraints: ConstraintForces
+    closed: jnp.ndarray
 
 
 def applied_forces(scene, q, qd, ctrl):
@@ -79,47 +90,70 @@ def _gains_and_D(model, q):
 _inertias_in_chunks = in_cpu_chunks(_gains_and_D)
 
 
-def _solved(scene, model, q, qd, ctrl, dt, warm) -> Solved:
-    tau = applied_forces(scene, q, qd, ctrl)
-    T = forward_kinematics(model, q)
-    G, D = _inertias_in_chunks(model, q)
-    ab = StepFactors(forward_dynamics(model, q, qd, tau), body_velocities(model, q, qd), G, D)
-    return Solved(tau, T, ab, constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab))
+def _generalized_forces(scene, model, q, v, ctrl):
+    """``(tau, qd)``: the applied forces in the step's coordinates, and the spanning velocity at ``v``: for a tree
+    ``applied_forces`` and ``v``; for a closed-loop system ``G* applied_forces`` (ny,) and ``G v``."""
+    if not is_closed(model):
+        return applied_forces(scene, q, v, ctrl), v
+    G = embedding_matrix(model, q)
+    qd = G @ v
+    return G.T @ applied_forces(scene, q, qd, ctrl), qd
+
+
+def _accelerations(model, q, v, tau, f_ext=None):
+    if is_closed(model):
+        return loop_forward_dynamics(model, q, v, tau, f_ext)
+    return forward_dynamics(model, q, v, tau, f_ext)
+
+
+def _solved(scene, model, q, v, ctrl, dt, warm) -> Solved:
+    T = forward_kinematics(spanning_tree(model), q)
+    tau, _ = _generalized_forces(scene, model, q, v, ctrl)
+    if is_closed(model):
+        ab = loop_factors(model, q, v, tau)
+    else:
+        G, D = _inertias_in_chunks(model, q)
+        ab = StepFactors(forward_dynamics(model, q, v, tau), body_velocities(model, q, v), G, D)
+    return Solved(tau, T, ab, constraint_forces(scene, model, q, v, tau, dt, warm, T, ab))
 
 
 def euler(scene, q, qd, ctrl, dt, warm, implicit=False) -> Advance:
     """Semi-implicit Euler, or with ``implicit`` the implicit-in-velocity step (module docstring)."""
     model = scene.model
     if implicit:
-        D = scene.joints.damping + actuator_damping(scene.actuators, model.nv, dt)
-        model = model.replace(armature=model.armature + dt * D)
+        D = scene.joints.damping + actuator_damping(scene.actuators, scene.tree.nv, dt)
+        model = with_armature(model, dt * D)
     tau, T, ab, cf = _solved(scene, model, q, qd, ctrl, dt, warm)
-    qdd = forward_dynamics(model, q, qd, tau + cf.tau, cf.f_ext)
+    qdd = _accelerations(model, q, qd, tau + cf.tau, cf.f_ext)
     if implicit and scene.nc and scene.options.contact == "compliant":
-        extra = implicit_compliant_forces(scene, q, T, cf.contacts, ab, qdd, dt)
+        extra = implicit_compliant_forces(scene, model, q, T, cf.contacts, ab, qdd, dt)
         cf = cf._replace(f_ext=cf.f_ext + body_forces(scene, T, cf.contacts, world_forces(cf.contacts, extra)),
                          force=cf.force + extra)
-        qdd = forward_dynamics(model, q, qd, tau + cf.tau, cf.f_ext)
+        qdd = _accelerations(model, q, qd, tau + cf.tau, cf.f_ext)
     qd_next = qd + dt * qdd
-    return Advance(integrate(model, q, qd_next, dt), qd_next, cf)
+    if is_closed(model):
+        q_next, closed = loop_advance(model, q, qd_next, dt)
+        return Advance(q_next, qd_next, cf, closed)
+    return Advance(integrate(model, q, qd_next, dt), qd_next, cf, jnp.asarray(True))
 
 
 def rk4(scene, q, qd, ctrl, dt, warm) -> Advance:
-    """Classical Runge-Kutta (module docstring)."""
-    model = scene.model
+    """Classical Runge-Kutta (module docstring). A closed-loop scene's stages move its spanning ``q`` at
+    ``G(q) yd``, whose exact flow keeps ``phi(q) = 0``; the end of the step projects onto it."""
+    model, tree = scene.model, scene.tree
     cf = _solved(scene, model, q, qd, ctrl, dt, warm).cf
     compliant = scene.nc and scene.options.contact == "compliant"
 
-    def rate(q_s, qd_s):
-        tau = applied_forces(scene, q_s, qd_s, ctrl) + cf.tau
+    def rate(q_s, v_s):
+        tau, qd_s = _generalized_forces(scene, model, q_s, v_s, ctrl)
         f_ext = cf.f_ext
         if compliant:
-            T = forward_kinematics(model, q_s)
+            T = forward_kinematics(tree, q_s)
             con = contacts(scene, T)
-            V = body_velocities(model, q_s, qd_s)
+            V = body_velocities(tree, q_s, qd_s)
             force = compliant_forces(scene, T, V, con)
             f_ext = body_forces(scene, T, con, jnp.einsum("cji,cj->ci", con.frame, force))
-        return configuration_rate(model, q_s, qd_s), forward_dynamics(model, q_s, qd_s, tau, f_ext)
+        return configuration_rate(tree, q_s, qd_s), _accelerations(model, q_s, v_s, tau + cf.tau, f_ext)
 
     k1 = rate(q, qd)
     k2 = rate(q + 0.5 * dt * k1[0], qd + 0.5 * dt * k1[1])
@@ -127,4 +161,8 @@ def rk4(scene, q, qd, ctrl, dt, warm) -> Advance:
     k4 = rate(q + dt * k3[0], qd + dt * k3[1])
     q_next = q + dt / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
     qd_next = qd + dt / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
-    return Advance(integrate(model, q_next, jnp.zeros_like(qd), 0.0), qd_next, cf)
+    q_next = integrate(tree, q_next, jnp.zeros(tree.nv, qd.dtype), 0.0)  # unit quaternions
+    if is_closed(model):
+        q_next, closed = project(model, q_next)
+        return Advance(q_next, qd_next, cf, closed)
+    return Advance(q_next, qd_next, cf, jnp.asarray(True))

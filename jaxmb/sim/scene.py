@@ -17,6 +17,7 @@ from jaxmb.errors import ModelError
 from jaxmb.model import pytree_dataclass
 from jaxmb.sim.actuators import Actuators, JointTerms, joint_terms
 from jaxmb.sim.actuators import actuators as gather_actuators
+from jaxmb.sim.closed_loops import spanning_tree
 from jaxmb.sim.geometry import Geometry, Pairs, geometry, pairs
 
 INTEGRATORS = ("euler", "implicit", "rk4")
@@ -34,9 +35,10 @@ class ContactParams:
     ``-mu f_n v_t / sqrt(|v_t|^2 + v_s^2)``:
         stiffness (k, N/m^1.5), dissipation (c, s/m), slip_velocity (v_s, m/s)
     Constraint contact and joint limits: a penetration (or a limit violation) is removed at the rate
-    ``1/timeconst`` (s), and ``regularization`` (relative to the diagonal of ``J M^-1 J*``) softens every row, as
-    MuJoCo's impedance does: it keeps the problem strictly convex where contacts are redundant (four corners of a
-    box) at the price of a creep velocity ``regularization x`` the velocity the force would otherwise remove.
+    ``1/timeconst`` (s), and ``regularization`` (relative to the diagonal of ``J M^-1 J*``, a contact's tangent rows
+    at least its normal's) softens every row, as MuJoCo's impedance does: it keeps the problem strictly convex where
+    contacts are redundant (four corners of a box) at the price of a creep velocity ``regularization x`` the
+    velocity the force would otherwise remove.
     """
 
     stiffness: jnp.ndarray
@@ -79,6 +81,12 @@ class Scene:
     options: Options = field(default=Options(), metadata=dict(static=True))
 
     @property
+    def tree(self):
+        """The tree whose bodies and coordinates the geometry, actuators and limits name: the model, or a
+        closed-loop model's spanning tree."""
+        return spanning_tree(self.model)
+
+    @property
     def nc(self) -> int:
         """Number of contact slots (fixed; inactive ones carry no force)."""
         return 0 if self.pairs is None else self.pairs.nc
@@ -102,7 +110,9 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
                damping=None, frictionloss=None, joint_friction="constraint", limits=True, contact="constraint",
                integrator="implicit", iterations=30, stiffness=2e5, dissipation=2.0, slip_velocity=1e-3,
                timeconst=0.02, regularization=1e-6):
-    """Build and check a `Scene` (module docstring).
+    """Build and check a `Scene` (module docstring) of ``model``, a `jaxmb.Model` or a closed-loop
+    `jaxmb.loops.LoopModel`, whose geometry, actuators, damping and limits sit on its spanning tree
+    (`jaxmb.sim.closed_loops`).
 
     geoms: `jaxmb.sim.geometry` shapes on the model's bodies; pairs_include / pairs_exclude /
     exclude_parent_child: which of them collide (`jaxmb.sim.geometry.pairs`; by default every pair that can).
@@ -126,21 +136,22 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
         if not np.isfinite(x) or x < 0 or (x == 0 and name in ("stiffness", "slip_velocity", "timeconst")):
             raise ModelError(f"{name} must be finite and {'positive' if name != 'dissipation' else 'non-negative'}"
                              f", got {x!r}")
+    tree = spanning_tree(model)
     geoms = tuple(geoms)
-    geo = geometry(model, geoms) if geoms else None
-    pair_table = pairs(model, geo, include=pairs_include, exclude=pairs_exclude,
+    geo = geometry(tree, geoms) if geoms else None
+    pair_table = pairs(tree, geo, include=pairs_include, exclude=pairs_exclude,
                        exclude_parent_child=exclude_parent_child) if geoms else None
     if pair_table is not None and pair_table.nc == 0:
         pair_table = None
-    joints = joint_terms(model, damping, frictionloss)
-    limited = _limited_coordinates(model) if limits else ()
+    joints = joint_terms(tree, damping, frictionloss)
+    limited = _limited_coordinates(tree) if limits else ()
     friction = ()
     if joint_friction == "constraint" and frictionloss is not None:
         friction = tuple(int(j) for j in np.flatnonzero(np.asarray(joints.frictionloss) > 0))
-    dtype = model.mass.dtype
+    dtype = tree.mass.dtype
     params = ContactParams(**{k: jnp.asarray(v, dtype) for k, v in numbers.items()})
     options = Options(integrator, contact, int(iterations), joint_friction, limited, friction)
-    return Scene(model, geo, gather_actuators(model, actuators), joints, params, pair_table, options)
+    return Scene(model, geo, gather_actuators(tree, actuators), joints, params, pair_table, options)
 
 
 def _limited_coordinates(model):

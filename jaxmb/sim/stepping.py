@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from jaxmb.batching import eager_jit, full_precision
 from jaxmb.configuration import neutral_configuration
 from jaxmb.kinematics import forward_kinematics
+from jaxmb.sim.closed_loops import is_closed, project
 from jaxmb.sim.constraints import contacts, world_forces
 from jaxmb.sim.integrators import euler, rk4
 
@@ -34,9 +35,10 @@ class ContactState(NamedTuple):
 
 
 class State(NamedTuple):
-    """One world. ``q`` (nq,), ``qd`` (nv,), ``t`` () time, ``impulse`` (rows,) the constraint solver's last
+    """One world. ``q`` (nq,), ``qd`` (nv,) (for a closed-loop scene the independent velocities ``yd`` (ny,),
+    `jaxmb.sim.closed_loops`), ``t`` () time, ``impulse`` (rows,) the constraint solver's last
     impulses (its warm start), ``contact`` the last step's `ContactState`, ``diverged`` () whether a step of this
-    world produced a non-finite state (the world is then frozen)."""
+    world produced a non-finite state, or a closed-loop world's loops did not close (the world is then frozen)."""
 
     q: jnp.ndarray
     qd: jnp.ndarray
@@ -48,17 +50,25 @@ class State(NamedTuple):
 
 def init_state(scene, q=None, qd=None) -> State:
     """The state at ``q`` (default: the neutral configuration) and ``qd`` (default: zero), time zero, no impulses;
-    the contact slots at ``q`` with zero forces."""
-    model = scene.model
-    dtype = model.mass.dtype
-    q = neutral_configuration(model) if q is None else jnp.asarray(q, dtype)
-    qd = jnp.zeros(model.nv, dtype) if qd is None else jnp.asarray(qd, dtype)
-    if q.shape != (model.nq,) or qd.shape != (model.nv,):
-        raise ValueError(f"init_state: q must have shape ({model.nq},) and qd ({model.nv},) for model "
+    the contact slots at ``q`` with zero forces. A closed-loop scene's ``q`` is projected onto its loop
+    constraints (from the neutral configuration by default: pass a consistent ``q`` to pick the assembly) and its
+    ``qd`` is ``yd`` (ny,)."""
+    model, tree = scene.model, scene.tree
+    dtype = tree.mass.dtype
+    nv = model.ny if is_closed(model) else model.nv
+    q = neutral_configuration(tree) if q is None else jnp.asarray(q, dtype)
+    qd = jnp.zeros(nv, dtype) if qd is None else jnp.asarray(qd, dtype)
+    if q.shape != (model.nq,) or qd.shape != (nv,):
+        raise ValueError(f"init_state: q must have shape ({model.nq},) and qd ({nv},) for model "
                          f"{model.name!r}, got {q.shape} and {qd.shape}")
+    if is_closed(model):
+        q, closed = project(model, q, iterations=20)
+        if not isinstance(closed, jax.core.Tracer) and not bool(closed):
+            raise ValueError(f"init_state: the loops of {model.name!r} do not close from this q; pass a "
+                             "configuration near an assembly (jaxmb.loops.solve_configuration)")
     nc = scene.nc
     if nc:
-        con = contacts(scene, forward_kinematics(model, q))
+        con = contacts(scene, forward_kinematics(tree, q))
         contact = ContactState(con.dist, con.pos, con.frame, jnp.zeros((nc, 3), dtype))
     else:
         contact = ContactState(jnp.zeros(0, dtype), jnp.zeros((0, 3), dtype), jnp.zeros((0, 3, 3), dtype),
@@ -93,7 +103,7 @@ def step(scene, state: State, ctrl, dt) -> State:
     contact = state.contact if con is None else ContactState(con.dist, con.pos, con.frame, out.constraints.force)
     new = State(out.q, out.qd, state.t + dt, out.constraints.impulse, contact, state.diverged)
     finite = jnp.all(jnp.isfinite(new.q)) & jnp.all(jnp.isfinite(new.qd)) & jnp.all(jnp.isfinite(new.impulse))
-    keep = state.diverged | ~finite
+    keep = state.diverged | ~finite | ~out.closed
     new = jax.tree.map(lambda old, x: jnp.where(keep, old, x), state, new)
     return new._replace(diverged=keep)
 
