@@ -63,19 +63,28 @@ def _solve2(M, r):
     return jnp.stack([M[1, 1] * r[0] - M[0, 1] * r[1], M[0, 0] * r[1] - M[1, 0] * r[0]]) / det
 
 
-def _friction(A_tt, r_t, radius, newton=6):
+@jax.custom_jvp
+def _friction(A_tt, r_t, radius):
     """The tangential impulse (2,) ``argmin 0.5 p* A_tt p + r_t* p`` over the disk ``|p| <= radius``: the
     unconstrained minimizer if it lies inside (sticking), else the point of the circle where ``p = -(A_tt + g)^-1
     r_t`` for the ``g >= 0`` that puts it there (sliding: the friction opposes the slip ``A_tt p + r_t = -g p``,
-    Coulomb's maximum dissipation). ``g`` by Newton's method on ``1/|p(g)| - 1/radius`` from zero, as for a trust
-    region step (More and Sorensen, Computing a trust region step, 1983), then ``p`` scaled onto the circle.
-    A radial projection of the unconstrained minimizer would be right only where ``A_tt`` is a multiple of the
-    identity, and slides a box at the wrong deceleration. Finite gradients where ``r_t = 0`` or ``radius = 0``."""
+    Coulomb's maximum dissipation). A radial projection of the unconstrained minimizer would be right only where
+    ``A_tt`` is a multiple of the identity, and slides a box at the wrong deceleration. Its derivative is that of
+    the solution (`_friction_jvp`), not of the iterations that find it."""
+    return _friction_solution(A_tt, r_t, radius)[0]
+
+
+def _friction_solution(A_tt, r_t, radius, newton=6):
+    """``(p, g, sliding)`` of `_friction`: ``g`` by Newton's method on ``1/|p(g)| - 1/radius`` from zero, as for a
+    trust region step (More and Sorensen, Computing a trust region step, 1983), then ``p`` scaled onto the
+    circle; ``sliding`` whether ``p`` is on the circle of a positive radius. Finite where ``r_t = 0`` or
+    ``radius = 0``."""
     eye = jnp.eye(2, dtype=A_tt.dtype)
     p_free = -_solve2(A_tt, r_t)
     outside = safe_norm(p_free) > radius
-    rho = jnp.where(outside & (radius > 0), radius, 1.0)
-    r = jnp.where(outside & (radius > 0), r_t, jnp.ones_like(r_t))  # a safe problem where the branch is unused
+    sliding = outside & (radius > 0)
+    rho = jnp.where(sliding, radius, 1.0)
+    r = jnp.where(sliding, r_t, jnp.ones_like(r_t))  # a safe problem where the branch is unused
 
     g = jnp.zeros((), A_tt.dtype)
     for _ in range(newton):  # a few straight-line steps: cheaper than a loop of so short a body
@@ -86,7 +95,26 @@ def _friction(A_tt, r_t, radius, newton=6):
         g = jnp.maximum(g - (1.0 / norm - 1.0 / rho) / slope, 0.0)
     p = -_solve2(A_tt + g * eye, r)
     p_slide = p * (rho / jnp.maximum(safe_norm(p), jnp.finfo(p.dtype).tiny))
-    return jnp.where(outside, jnp.where(radius > 0, p_slide, 0.0), p_free)
+    return jnp.where(outside, jnp.where(sliding, p_slide, 0.0), p_free), g, sliding
+
+
+@_friction.defjvp
+def _friction_jvp(primals, tangents):
+    """The derivative of the solution. Sticking: ``dp = -A_tt^-1 (dA_tt p + dr_t)``. Sliding: differentiating
+    ``(A_tt + g) p + r_t = 0`` and ``|p|^2 = radius^2`` gives ``dp = -(A_tt + g)^-1 (w + dg p)`` with
+    ``w = dA_tt p + dr_t`` and ``dg = -(radius dradius + p* (A_tt + g)^-1 w) / (p* (A_tt + g)^-1 p)``. At zero
+    radius the impulse stays zero. One small solve in the place of the Newton steps' derivative."""
+    (A_tt, r_t, radius), (dA, dr, drho) = primals, tangents
+    p, g, sliding = _friction_solution(A_tt, r_t, radius)
+    w = dA @ p + dr
+    dp_stick = -_solve2(A_tt, w)
+    M = A_tt + g * jnp.eye(2, dtype=A_tt.dtype)
+    Minv_w, Minv_p = _solve2(M, w), _solve2(M, p)
+    den = jnp.where(sliding, p @ Minv_p, 1.0)
+    dg = -(radius * drho + p @ Minv_w) / den
+    dp_slide = -(Minv_w + dg * Minv_p)
+    stuck = safe_norm(_solve2(A_tt, r_t)) <= radius
+    return p, jnp.where(sliding, dp_slide, jnp.where(stuck, dp_stick, 0.0))
 
 
 def sweep(prob: Problem, p):
