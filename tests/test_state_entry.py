@@ -13,6 +13,8 @@ import jaxmb.loops
 from jaxmb import assets
 from jaxmb.testing import random_model, random_state
 
+from checks import fast_jit
+
 DTYPES = [jnp.float32, jnp.float64]
 
 
@@ -34,7 +36,7 @@ def test_state_in_another_dtype_is_cast_to_the_models_forward_and_reverse(state,
         got = f(model, q, qd, tau)
         assert got.dtype == model_dtype
         np.testing.assert_array_equal(got, f(model, *same))
-        batched = jax.jit(jax.vmap(f, in_axes=(None, 0, 0, 0)))
+        batched = fast_jit(jax.vmap(f, in_axes=(None, 0, 0, 0)))
         np.testing.assert_array_equal(batched(model, q[None], qd[None], tau[None]),
                                       batched(model, *(x[None] for x in same)))
     assert jaxmb.mass_matrix(model, q).dtype == model_dtype
@@ -42,12 +44,12 @@ def test_state_in_another_dtype_is_cast_to_the_models_forward_and_reverse(state,
     def loss(q, qd, tau):
         return jaxmb.forward_dynamics(model, q, qd, tau).sum()
 
-    grads = jax.grad(loss, argnums=(0, 1, 2))(q, qd, tau)
-    want = jax.grad(loss, argnums=(0, 1, 2))(*same)
+    grad = fast_jit(jax.grad(loss, argnums=(0, 1, 2)))  # one program per dtype (op by op, a few hundred)
+    grads, want = grad(q, qd, tau), grad(*same)
     for g, w in zip(grads, want):
         assert g.dtype == state_dtype  # the cotangent flows back in the argument's own dtype
         np.testing.assert_array_equal(g, w.astype(state_dtype))
-    batched = jax.jit(jax.vmap(jax.grad(loss, argnums=2)))(q[None], qd[None], tau[None])
+    batched = fast_jit(jax.vmap(jax.grad(loss, argnums=2)))(q[None], qd[None], tau[None])
     assert batched.dtype == state_dtype and bool(jnp.all(jnp.isfinite(batched)))
 
 
