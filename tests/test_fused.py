@@ -18,6 +18,7 @@ import jaxmb
 from jaxmb import joints
 from jaxmb.dynamics import fused
 from jaxmb.testing import ModelBuilder, random_inertia, random_model
+from checks import fast_jit
 from pinocchio_bridge import load_pair, urdf_path
 
 RTOL = 1e-12  # float64, relative to the largest acceleration
@@ -52,6 +53,7 @@ MODELS = {
 }
 
 
+@functools.partial(fast_jit, static_argnums=(1, 2))  # one program instead of op by op
 def _batch(model, n, seed=0):
     k1, k2, k3, k4 = jax.random.split(jax.random.PRNGKey(seed), 4)
     q = jax.vmap(lambda k: jaxmb.random_configuration(model, k))(jax.random.split(k1, n))
@@ -59,6 +61,7 @@ def _batch(model, n, seed=0):
         jax.random.normal(k4, (n, model.nb, 6))
 
 
+@fast_jit  # one program instead of op by op
 def _sweeps(model, q, qd, tau, f_ext):
     return jax.vmap(jaxmb.forward_dynamics, (None, 0, 0, 0, 0 if f_ext is not None else None))(model, q, qd, tau, f_ext)
 
@@ -69,7 +72,7 @@ def test_kernels_equal_the_sweeps(name):
     q, qd, tau, f_ext = _batch(model, 5)  # batches of 5 states: padded to one whole block
     with_f = name != "talos"
     f_ext = f_ext if with_f else None
-    got = jax.jit(functools.partial(fused.batched_accelerations, model, interpret=True))(q, qd, tau, f_ext)
+    got = fast_jit(functools.partial(fused.batched_accelerations, model, interpret=True))(q, qd, tau, f_ext)
     expected = _sweeps(model, q, qd, tau, f_ext)
     assert got.shape == expected.shape
     np.testing.assert_allclose(got, expected, rtol=0, atol=RTOL * jnp.max(jnp.abs(expected)))
@@ -79,7 +82,7 @@ def test_kernels_equal_pinocchio_aba():
     """Talos with a free base (the base by XLA between the two kernels) and external forces, against ``pin.aba``."""
     model, pm, br = load_pair("talos_full_v2", floating_base=True)
     q, qd, tau, f_ext = _batch(model, 3, seed=1)
-    got = jax.jit(functools.partial(fused.batched_accelerations, model, interpret=True))(q, qd, tau, f_ext)
+    got = fast_jit(functools.partial(fused.batched_accelerations, model, interpret=True))(q, qd, tau, f_ext)
     d = pm.createData()
     for s in range(3):
         expected = br.v_from_pin(pin.aba(pm, d, br.q_to_pin(q[s]), br.v_to_pin(qd[s]), br.tau_to_pin(tau[s]),
@@ -100,11 +103,11 @@ def test_forward_dynamics_takes_the_kernels_on_a_gpu(monkeypatch):
 
     monkeypatch.setattr(fused, "batched_accelerations", interpreted)
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-    one_tau = jax.jit(jax.vmap(lambda q, qd: jaxmb.forward_dynamics(model, q, qd, tau[0])))
+    one_tau = fast_jit(jax.vmap(lambda q, qd: jaxmb.forward_dynamics(model, q, qd, tau[0])))
     got = one_tau(q, qd)
     assert len(calls) == 1
     monkeypatch.setattr(fused, "ON_GPU", False)
-    expected = jax.jit(jax.vmap(lambda q, qd: jaxmb.forward_dynamics(model, q, qd, tau[0])))(q, qd)
+    expected = fast_jit(jax.vmap(lambda q, qd: jaxmb.forward_dynamics(model, q, qd, tau[0])))(q, qd)
     assert len(calls) == 1
     np.testing.assert_allclose(got, expected, rtol=0, atol=RTOL * jnp.max(jnp.abs(expected)))
 
