@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.flatten_util import ravel_pytree
 from jax.test_util import check_grads
 
 import checks
@@ -42,8 +43,11 @@ def model():
 
 def states(n, seed=0):
     """``n`` random states (q, qd, u, f_ext), stacked along a leading axis."""
-    m = model()
-    keys = jax.random.split(jax.random.PRNGKey(seed), n)
+    return _draw_states(model(), jax.random.split(jax.random.PRNGKey(seed), n))
+
+
+@checks.fast_jit  # one program per number of states instead of op by op
+def _draw_states(m, keys):
     q, qd, u = jax.vmap(lambda k: random_state(m, k))(keys)
     f_ext = jax.vmap(lambda k: jax.random.normal(jax.random.fold_in(k, 1), (m.nb, 6), jnp.float64))(keys)
     return q, qd, u, f_ext
@@ -154,11 +158,21 @@ def _through_the_sweeps(m, q, qd, tau, f_ext):
 @checks.fast_jit(static_argnums=0)
 def _derivatives(fd, m, q, qd, tau, f_ext, directions):
     """Reverse mode in every argument (the model's leaves included), one forward-mode directional derivative in
-    all of them at once, and the Hessian in the model and the state, of ``sum(sin(fd(...)))`` or of ``fd``."""
+    all of them at once, and the Hessian in the model and the state, of ``sum(sin(fd(...)))`` or of ``fd``.
+
+    The Hessian is taken a column at a time, the gradient's derivative along each coordinate of the model and the
+    state, by a `jax.lax.map`: one column traced, unbatched, a smaller program than ``jax.hessian``'s batch of
+    columns through the sweeps' batching rules. Its rows are the gradient in every argument."""
     args = (m, q, qd, tau, f_ext)
     loss = lambda *a: jnp.sum(jnp.sin(fd(*a)))  # noqa: E731
-    return (jax.grad(loss, argnums=range(5))(*args), jax.jvp(fd, args, directions)[1],
-            jax.hessian(loss, argnums=(0, 1, 2))(*args))
+    gradient = jax.grad(loss, argnums=range(5))
+    x, unravel = ravel_pytree((m, q, qd))
+
+    def column(e):
+        return jax.jvp(lambda x: gradient(*unravel(x), tau, f_ext), (x,), (e,))
+
+    gradients, hessian = jax.lax.map(column, jnp.eye(x.size, dtype=x.dtype))
+    return jax.tree.map(lambda g: g[0], gradients), jax.jvp(fd, args, directions)[1], hessian
 
 
 def _model_state_and_directions(seed):
