@@ -42,10 +42,13 @@ def _analytic_and_autodiff(model, q, qd, x, f_ext):
     return out
 
 
+_random_state = fast_jit(random_state)  # one program per model instead of op by op
+
+
 @pytest.fixture(scope="module", params=list(MODELS), ids=list(MODELS))
 def case(request):
     model = random_model(**MODELS[request.param])
-    q, qd, x = random_state(model, jax.random.PRNGKey(7))
+    q, qd, x = _random_state(model, jax.random.PRNGKey(7))
     f_ext = jax.random.normal(jax.random.PRNGKey(8), (model.nb, 6))
     return model, _analytic_and_autodiff(model, q, qd, x, f_ext)
 
@@ -74,21 +77,27 @@ def test_free_base_columns_are_body_frame_tangents():
     """Moving the free base along its body-frame x axis (``integrate``) is column 3 of ``d tau/d q``; moving the
     quaternion's coordinates is not what the columns mean (nq = 7, nv = 6)."""
     model = random_model(**MODELS["mixed_free_base_armature"])
-    q, qd, qdd = random_state(model, jax.random.PRNGKey(3))
-    d = jaxmb.inverse_dynamics_derivatives(model, q, qd, qdd)
+    q, qd, qdd = _random_state(model, jax.random.PRNGKey(3))
     e = jnp.zeros(model.nv).at[3].set(1.0)
     h = 1e-6
-    step = lambda s: jaxmb.inverse_dynamics(model, jaxmb.integrate(model, q, e, s), qd, qdd)
-    assert_close(d.dtau_dq[:, 3], (step(h) - step(-h)) / (2 * h), 1e-8, scale=np.abs(d.dtau_dq[:, 3]).max())
-    assert d.dtau_dq.shape == (model.nv, model.nv) and model.nq > model.nv
+
+    @fast_jit  # one program instead of op by op
+    def both(q, qd, qdd):
+        step = lambda s: jaxmb.inverse_dynamics(model, jaxmb.integrate(model, q, e, s), qd, qdd)  # noqa: E731
+        return jaxmb.inverse_dynamics_derivatives(model, q, qd, qdd).dtau_dq, (step(h) - step(-h)) / (2 * h)
+
+    dtau_dq, central = both(q, qd, qdd)
+    assert_close(dtau_dq[:, 3], central, 1e-8, scale=np.abs(dtau_dq[:, 3]).max())
+    assert dtau_dq.shape == (model.nv, model.nv) and model.nq > model.nv
 
 
 def test_derivatives_in_float32_follow_float64():
     model = random_model(**MODELS["mixed_tree"])
-    q, qd, qdd = random_state(model, jax.random.PRNGKey(5))
-    d64 = jaxmb.inverse_dynamics_derivatives(model, q, qd, qdd)
+    q, qd, qdd = _random_state(model, jax.random.PRNGKey(5))
+    derivatives = fast_jit(jaxmb.inverse_dynamics_derivatives)  # one program per dtype
+    d64 = derivatives(model, q, qd, qdd)
     m32 = model.cast(jnp.float32)
-    d32 = jaxmb.inverse_dynamics_derivatives(m32, *(x.astype(jnp.float32) for x in (q, qd, qdd)))
+    d32 = derivatives(m32, *(x.astype(jnp.float32) for x in (q, qd, qdd)))
     for a, b in zip(d32, d64):
         assert a.dtype == jnp.float32
         assert_close(a, b, 2e-5, scale=np.abs(b).max())
@@ -104,7 +113,7 @@ def test_derivatives_are_differentiable_and_batch():
     g = fast_jit(jax.grad(dq_squared))(zero)
     assert np.all(np.isfinite(g))
     keys = jax.random.split(jax.random.PRNGKey(4), 3)
-    states = jax.vmap(lambda k: random_state(model, k))(keys)
+    states = fast_jit(jax.vmap(random_state, (None, 0)))(model, keys)
     derivatives = lambda q, qd, qdd: jaxmb.inverse_dynamics_derivatives(model, q, qd, qdd)
     batched = fast_jit(jax.vmap(derivatives))(*states)
     one_state = fast_jit(derivatives)  # compiled once, called per state (op by op, each call compiles anew)
