@@ -46,8 +46,7 @@ def _evaluate(model, q, qd, u, f_ext, mask):
         "D": D,
         "L_inv": jaxmb.innovations_factor_inverse(model, q),
         "M_inv": jaxmb.mass_matrix_inverse(model, q),
-        "M_inv_columns": jax.vmap(lambda e: jaxmb.mass_matrix_inverse_times(model, q, e), out_axes=1)(
-            jnp.eye(model.nv)),
+        "M_inv_columns": jax.lax.map(lambda e: jaxmb.mass_matrix_inverse_times(model, q, e), jnp.eye(model.nv)).T,
         "M_inv_u": jaxmb.mass_matrix_inverse_times(model, q, u),
         "log_det": jaxmb.log_det_mass_matrix(model, q),
         "f_eq18": jaxmb.interbody_forces(model, q, qd, u, f_ext),
@@ -61,25 +60,28 @@ def _evaluate(model, q, qd, u, f_ext, mask):
     }
 
 
-# one program per model for all states; compiled quickly (`checks.fast_jit`): compiling dominates this module
-_EVALUATE = checks.fast_jit(jax.vmap(_evaluate, in_axes=(None, 0, 0, 0, 0, 0)))
+# one program per model, called for each state (a program for the batch, through the batching rules of the sweeps,
+# takes longer to compile; tests/test_batching.py checks those rules); compiled quickly (`checks.fast_jit`):
+# compiling dominates this module
+_EVALUATE = checks.fast_jit(_evaluate)
 
 
 @functools.cache
 def evaluated(name):
-    """(model, [(state, outputs)]) for a batch of random states, one compiled program per model."""
+    """(model, [(state, outputs)]) for a few random states, one compiled program per model."""
     model = random_model(**MODEL_SPECS[name])
-    states = []
-    for i in range(N_STATES):
-        key = jax.random.PRNGKey(2000 * (ALL.index(name) + 1) + i)
-        q, qd, u = random_state(model, key)
-        f_ext = jax.random.normal(jax.random.fold_in(key, 7), (model.nb, 6), jnp.float64)
-        mask = jax.random.bernoulli(jax.random.fold_in(key, 8), 0.5, (model.nv,))
-        states.append((q, qd, u, f_ext, mask))
-    batch = [jnp.stack(x) for x in zip(*states)]
-    out = jax.tree.map(np.asarray, _EVALUATE(model, *batch))
-    results = [(s, jax.tree.map(lambda a: a[i], out)) for i, s in enumerate(states)]
+    states = [_draw(model, jax.random.PRNGKey(2000 * (ALL.index(name) + 1) + i)) for i in range(N_STATES)]
+    results = [(s, jax.tree.map(np.asarray, _EVALUATE(model, *s))) for s in states]
     return model, results
+
+
+@checks.fast_jit  # one program per model instead of op by op
+def _draw(model, key):
+    """A random state (q, qd, u), external forces and a mask of prescribed coordinates."""
+    q, qd, u = random_state(model, key)
+    f_ext = jax.random.normal(jax.random.fold_in(key, 7), (model.nb, 6), jnp.float64)
+    mask = jax.random.bernoulli(jax.random.fold_in(key, 8), 0.5, (model.nv,))
+    return q, qd, u, f_ext, mask
 
 
 @functools.cache
