@@ -1,8 +1,8 @@
 """Pinocchio as an independent oracle on the real robots of example-robot-data, with fixed and free bases.
 
-Every jaxmb algorithm is evaluated for a few random states (one jitted, vmapped call per robot and base variant:
-jaxmb compiles per model topology) and compared with Pinocchio, state by state, to a relative error of `RTOL`
-(relative to the norm of Pinocchio's result). The states, Jacobians and forces are converted by
+Every jaxmb algorithm is evaluated for a few random states (one jitted program per robot and base variant, called
+for each state: jaxmb compiles per model topology) and compared with Pinocchio, state by state, to a relative
+error of `RTOL` (relative to the norm of Pinocchio's result). The states, Jacobians and forces are converted by
 `tests/pinocchio_bridge.py`. Set ``JAXMB_ORACLE_REPORT=1`` (and ``-s``) to print the worst error per algorithm.
 
 Test time is XLA compile time (14 programs of 1-3.5 MB of HLO each), so they are compiled with
@@ -83,12 +83,17 @@ def _evaluate(model, q, qd, qdd, tau, f_ext, frames):
     return out
 
 
-_EVALUATE = jax.jit(jax.vmap(_evaluate, in_axes=(None, 0, 0, 0, 0, 0, None)), static_argnames="frames")
+_EVALUATE = jax.jit(_evaluate, static_argnames="frames")
 
 
 def evaluate(model, q, qd, qdd, tau, f_ext, frames):
-    """All jaxmb results for a batch of states: one compiled program per robot variant."""
-    return compile_fast(_EVALUATE, model, q, qd, qdd, tau, f_ext, frames)(model, q, qd, qdd, tau, f_ext)
+    """All jaxmb results for a batch of states (leading axis): one program per robot variant, compiled for one
+    state and called for each (a program for the batch, through the batching rules of the sweeps, takes longer to
+    compile; tests/test_batching.py checks those rules against single states)."""
+    states = (q, qd, qdd, tau, f_ext)
+    one = compile_fast(_EVALUATE, model, *(x[0] for x in states), frames)
+    out = [one(model, *(x[s] for x in states)) for s in range(len(q))]
+    return jax.tree.map(lambda *x: np.stack(x), *out)
 
 
 # -- Pinocchio side ---------------------------------------------------------------------------------------------------
