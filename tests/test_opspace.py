@@ -7,7 +7,7 @@ matrix with a dense solve, and the frame Jacobians of `jaxmb.jacobian`. Pinocchi
 check the same compliance on the real robots in tests/test_pinocchio_oracle.py.
 
 Compiling dominates the cost, so `evaluate` computes every quantity the tests compare in one jitted program per
-model (all tasks, states and gravity variants batched), and the tests only compare its outputs.
+model (all tasks and gravity variants), called per state, and the tests only compare its outputs.
 """
 
 import functools
@@ -75,8 +75,8 @@ def _full_rank_task(name):
 # -- everything the tests compare, for one model and a batch of states ---------------------------------------------
 #
 # Compiling dominates the cost of this module, so `evaluate` computes every quantity the tests compare in one
-# jitted program per model: all tasks, the states of every test (one seed each, a batch axis), and the gravity
-# variants (with gravity and without, a second batch axis). The tests only compare its outputs.
+# jitted program per model: all tasks and the gravity variants (with gravity and without, a `jax.lax.map`), called
+# for the state of every test (one seed each). The tests only compare its outputs.
 
 SEEDS = tuple(range(10))  # the state of seed s is random_state(model, PRNGKey(s)); each test uses its own seeds
 WALKED_TASK = "two-frames-two-axes-world"  # the task whose compliance `evaluate` also gets alone, by the walk
@@ -125,17 +125,16 @@ def _evaluate(m, q, qd, tau, u, posture, full_rank):
             "a": ab.a,
             "z": ab.z,
             "tau_bar": ab.tau_bar,
-            "closed_loop": jax.vmap(closed_loop)(jnp.stack([jnp.zeros(m.nv), posture])),  # [no posture, posture]
+            "closed_loop": jax.lax.map(closed_loop, jnp.stack([jnp.zeros(m.nv), posture])),  # [no posture, posture]
         }
 
-    out["gravity"] = jax.vmap(with_gravity)(jnp.stack([m.gravity, jnp.zeros(3)]))
+    out["gravity"] = jax.lax.map(with_gravity, jnp.stack([m.gravity, jnp.zeros(3)]))
     return out
 
 
-@functools.partial(checks.fast_jit, static_argnames="full_rank")
-def evaluate(m, q, qd, tau, u, posture, full_rank):
-    """`_evaluate` over a batch of states (leading axis)."""
-    return jax.vmap(lambda *s: _evaluate(m, *s, full_rank))(q, qd, tau, u, posture)
+# One program per model, called for each state: a program for the batch, through the batching rules of the sweeps,
+# takes longer to compile (tests/test_batching.py checks those rules against single states).
+evaluate = functools.partial(checks.fast_jit, static_argnames="full_rank")(_evaluate)
 
 
 def controller_inputs(name, seed):
@@ -152,10 +151,9 @@ def evaluated(name):
     """{seed: (state (q, qd, tau), outputs as numpy arrays)} for every seed of SEEDS."""
     states = [state(name, s) for s in SEEDS]
     inputs = [controller_inputs(name, s) for s in SEEDS]
-    batch = [jnp.stack(x) for x in zip(*(s + i for s, i in zip(states, inputs)))]
-    out = jax.tree.map(np.asarray, evaluate(model(name), *batch, full_rank=_full_rank_task(name)))
-    return {s: (tuple(np.asarray(x) for x in states[i]), jax.tree.map(lambda a: a[i], out))
-            for i, s in enumerate(SEEDS)}
+    out = [jax.tree.map(np.asarray, evaluate(model(name), *s, *i, full_rank=_full_rank_task(name)))
+           for s, i in zip(states, inputs)]
+    return {s: (tuple(np.asarray(x) for x in states[i]), out[i]) for i, s in enumerate(SEEDS)}
 
 
 @functools.cache
@@ -166,7 +164,10 @@ def operators(name, seed):
 
 def state(name, seed):
     m = model(name)
-    return random_state(m, jax.random.PRNGKey(seed))
+    return _random_state(m, jax.random.PRNGKey(seed))
+
+
+_random_state = checks.fast_jit(random_state)  # one program per model instead of op by op
 
 
 @pytest.mark.parametrize("task_name", list(TASKS))
@@ -395,7 +396,7 @@ def test_compliance_walk_equals_J_times_the_down_sweeps_Minv_Jstar_and_dense_J_M
     the world have zero rows, frames on two trees of a fixed base a zero block, and a spherical joint meets planar
     and prismatic ones at one step."""
     m = _two_trees_with_frames()
-    qs = jnp.stack([random_state(m, jax.random.PRNGKey(s))[0] for s in range(3)])
+    qs = [_random_state(m, jax.random.PRNGKey(s))[0] for s in range(3)]
 
     @checks.fast_jit
     def both(q):
@@ -406,7 +407,7 @@ def test_compliance_walk_equals_J_times_the_down_sweeps_Minv_Jstar_and_dense_J_M
                                    jaxmb.task_space(m, q, frames, axes, reference))
         return out, jaxmb.mass_matrix(m, q)
 
-    out, M = jax.tree.map(np.asarray, jax.vmap(both)(qs))
+    out, M = jax.tree.map(lambda *x: np.stack(x), *[both(q) for q in qs])  # one program, called per state
     for (name, r), (walked, ts) in out.items():
         for i in range(len(qs)):
             assert_close(walked[i], ts.Lambda_inv[i])
