@@ -7,7 +7,7 @@ branched trees, 1-dof screw joints only and the full joint mix (revolute, prisma
 fixed and floating bases.
 
 Compiling dominates the cost, so `evaluate` computes every quantity the tests compare in one jitted program per
-model (all states batched), and the tests only compare its outputs.
+model (called for each state), and the tests only compare its outputs.
 """
 
 import functools
@@ -47,13 +47,14 @@ class Case(NamedTuple):
 @functools.cache
 def get_case(name) -> Case:
     model = random_model(**MODEL_SPECS[name])
-    states = []
-    for i in range(N_STATES):
-        key = jax.random.PRNGKey(1000 * (ALL.index(name) + 1) + i)
-        q, qd, u = random_state(model, key)
-        f_ext = jax.random.normal(jax.random.fold_in(key, 7), (model.nb, 6), jnp.float64)
-        states.append((q, qd, u, f_ext))
-    return Case(model, states)
+    return Case(model, [_draw(model, jax.random.PRNGKey(1000 * (ALL.index(name) + 1) + i)) for i in range(N_STATES)])
+
+
+@checks.fast_jit  # one program per model instead of op by op
+def _draw(model, key):
+    """A random state (q, qd, u) and external forces."""
+    q, qd, u = random_state(model, key)
+    return q, qd, u, jax.random.normal(jax.random.fold_in(key, 7), (model.nb, 6), jnp.float64)
 
 
 def zero_gravity(model):
@@ -73,7 +74,7 @@ def vee(S):
 #
 # Compiling the recursions dominates the cost of this module, so each library function is traced once or twice
 # in total: the variants a test needs (with and without gravity, with and without f_ext, several tangents) are
-# batched with `jax.vmap`, and all states of a model are one more batch axis.
+# mapped with `jax.lax.map` (traced once, unbatched), and one program per model is called for each of its states.
 
 
 def _frame_quantities(model, q, qd, rate, name):
@@ -103,8 +104,8 @@ def _evaluate(model, q, qd, u, f_ext, frames):
     zero = jnp.zeros_like(qd)
 
     # inverse dynamics and its by-products, [with gravity, without]
-    ID = jax.vmap(lambda gr: jaxmb.inverse_dynamics(with_gravity(gr), q, qd, u))(gravities)
-    C = jax.vmap(lambda gr: jaxmb.bias_forces(with_gravity(gr), q, qd))(gravities)
+    ID = jax.lax.map(lambda gr: jaxmb.inverse_dynamics(with_gravity(gr), q, qd, u), gravities)
+    C = jax.lax.map(lambda gr: jaxmb.bias_forces(with_gravity(gr), q, qd), gravities)
     out["ID"], out["C"], out["C_zero_gravity"] = ID[0], C[0], C[1]
     out["ID_fext"] = jaxmb.inverse_dynamics(model, q, qd, u, f_ext)
     out["C_fext"] = jaxmb.bias_forces(model, q, qd, f_ext)
@@ -115,8 +116,8 @@ def _evaluate(model, q, qd, u, f_ext, frames):
     # [FD(ID(u, f_ext), f_ext), FD(u, f_ext)]
     taus = jnp.stack([ID[0], ID[1], u, zero])
     fd = lambda gr, tau: jaxmb.forward_dynamics(with_gravity(gr), q, qd, tau)
-    FD = jax.vmap(fd)(gravities[jnp.array([0, 1, 0, 1])], taus)
-    FD_f = jax.vmap(lambda tau: jaxmb.forward_dynamics(model, q, qd, tau, f_ext))(jnp.stack([out["ID_fext"], u]))
+    FD = jax.lax.map(lambda x: fd(*x), (gravities[jnp.array([0, 1, 0, 1])], taus))
+    FD_f = jax.lax.map(lambda tau: jaxmb.forward_dynamics(model, q, qd, tau, f_ext), jnp.stack([out["ID_fext"], u]))
     out["FD_ID[gravity]"], out["FD_ID[zero_gravity]"], out["FD"], qdd_free = FD
     out["FD_ID[gravity+f_ext]"], out["FD_fext"] = FD_f
 
@@ -126,7 +127,7 @@ def _evaluate(model, q, qd, u, f_ext, frames):
     # and along each joint's motion: q moved as `integrate` moves it by velocity coordinate k
     along_joints = jax.vmap(lambda e: jaxmb.configuration_rate(model, q, e))(jnp.eye(model.nv, dtype=q.dtype))
     tangents = jnp.concatenate([rate[None], jnp.eye(model.nq, dtype=q.dtype), along_joints])
-    dM = jax.vmap(lambda t: jax.jvp(mass_matrix, (q,), (t,))[1])(tangents)
+    dM = jax.lax.map(lambda t: jax.jvp(mass_matrix, (q,), (t,))[1], tangents)
     out["Mdot"], out["dM_dq"] = dM[0], jnp.moveaxis(dM[1 : 1 + model.nq], 0, -1)  # dM_dq[i, j, k] = dM(i, j)/dq(k)
     out["dM_along_joints"] = jnp.moveaxis(dM[1 + model.nq :], 0, -1)  # [i, j, k]: along velocity coordinate k
     out["R"] = jaxmb.composite_inertias(model, q)
@@ -136,7 +137,7 @@ def _evaluate(model, q, qd, u, f_ext, frames):
     out["KE"], out["PE"] = energies(model)(q, qd)
     tq = jnp.concatenate([jnp.stack([rate, rate]), jnp.eye(model.nq, dtype=q.dtype)])
     tv = jnp.concatenate([jnp.stack([qdd_free, out["FD_fext"]]), jnp.zeros((model.nq, model.nv), q.dtype)])
-    dE = jax.vmap(lambda a, b: jax.jvp(energies(model), (q, qd), (a, b))[1])(tq, tv)
+    dE = jax.lax.map(lambda t: jax.jvp(energies(model), (q, qd), t)[1], (tq, tv))
     out["energy_rate[free]"] = dE[0, 0]  # dKE/dt; the free motion is without gravity
     out["energy_rate[forced]"] = dE[1, 0] + dE[1, 1]
     out["PE_rate"], out["PE_grad"] = dE[0, 1], dE[2:, 1]
@@ -156,11 +157,11 @@ def _evaluate(model, q, qd, u, f_ext, frames):
     return out
 
 
-@functools.partial(jax.jit, static_argnames="frames", compiler_options=checks.FAST_COMPILE_OPTIONS)
-def evaluate(model, q, qd, u, f_ext, frames):
-    """`_evaluate` over a batch of states (leading axis); compiled without LLVM optimization, as it runs once, and
-    lowered with the CPU form of the small products (the Pinocchio oracle runs the other form)."""
-    return jax.vmap(lambda *state: _evaluate(model, *state, frames))(q, qd, u, f_ext)
+# `_evaluate` at one state, called for each (a program for the batch, through the batching rules of the sweeps, takes
+# longer to compile; tests/test_batching.py checks those rules against single states); compiled without LLVM
+# optimization, as it runs once, and lowered with the CPU form of the small products (the Pinocchio oracle runs the
+# other form).
+evaluate = jax.jit(_evaluate, static_argnames="frames", compiler_options=checks.FAST_COMPILE_OPTIONS)
 
 
 def frame_names(model):
@@ -185,10 +186,9 @@ def evaluated(name):
     """(model, [(state, quantities)]) for a model of MODEL_SPECS, quantities as numpy arrays."""
     case = get_case(name)
     model = _with_random_frames(case.model)
-    batch = [jnp.stack(x) for x in zip(*case.states)]
-    out = jax.tree.map(np.asarray, evaluate(model, *batch, frame_names(model)))
-    states = [tuple(np.asarray(x) for x in state) for state in case.states]
-    return model, [(state, jax.tree.map(lambda a: a[i], out)) for i, state in enumerate(states)]
+    return model, [(tuple(np.asarray(x) for x in state),
+                    jax.tree.map(np.asarray, evaluate(model, *state, frames=frame_names(model))))
+                   for state in case.states]
 
 
 # -- equations of motion ------------------------------------------------------------------------------------------
@@ -486,7 +486,7 @@ def test_linear_momentum_is_total_mass_times_com_velocity(name):
 # -- simulation: conservation laws ---------------------------------------------------------------------------
 
 
-@jax.jit
+@checks.fast_jit
 def _rk4(model, q, qd, dt, n_steps):
     """Integrate (q, qd)' = (configuration_rate(q, qd), FD(q, qd, 0)) over n_steps classical RK4 steps (no
     renormalization); the four stages are a `lax.scan`, so the program holds forward dynamics once."""
@@ -518,7 +518,7 @@ def test_free_floating_tree_conserves_momentum_and_energy():
     model, results = evaluated("floating-mixed")
     model = model.replace(gravity=jnp.zeros(3))
     (q, qd, *_), out = results[0]
-    ke0, h0 = out["KE"], jaxmb.spatial_momentum(model, q, qd)
+    ke0, h0 = out["KE"], out["h"]  # neither depends on gravity
     horizon, n = 1.0, 100
     errors = []
     for steps in (n, 2 * n):
