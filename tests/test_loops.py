@@ -3,8 +3,8 @@
 Random trees closed by random loop closures and gear couplings (`jaxmb.testing.random_loop_model`) and a planar
 four-bar check the embedded AB algorithm against the two dense references on the same spanning tree (Lagrange
 multipliers, projection), the constraint algebra against autodiff and closed forms, inverse dynamics, the
-cut-joint forces and the gradients. As in test_identities, each model's quantities come from one jitted program
-over all its states.
+cut-joint forces and the gradients. As in test_identities, each model's quantities come from one jitted program,
+called for each of its states.
 """
 
 import functools
@@ -108,9 +108,9 @@ def _state(lm, q_closed, key, spread):
 
 def _states(lm, q_closed, seed, n=N_STATES, spread=0.05):
     """``n`` closed states near ``q_closed``, drawn in one compiled program (op by op, each new shape of each
-    operation would compile a program of its own)."""
+    operation would compile a program of its own), one state at a time (`jax.lax.map`)."""
     keys = jnp.stack([jax.random.PRNGKey(seed * 100 + i) for i in range(n)])
-    draw = checks.fast_jit(jax.vmap(functools.partial(_state, spread=spread), (None, None, 0)))
+    draw = checks.fast_jit(lambda lm, q, keys: jax.lax.map(lambda key: _state(lm, q, key, spread), keys))
     sol, yd, tau, f_ext = draw(lm, q_closed, keys)
     assert bool(jnp.all(sol.converged)), sol.residual
     return [(sol.q[i], yd[i], tau[i], f_ext[i]) for i in range(n)]
@@ -159,6 +159,9 @@ def _evaluate(lm, q, yd, tau, f_ext):
     qdd_l, lam = loops.lagrange_forward_dynamics(lm, q, qd, tau_span, f_ext)
     f_cut, tau_c = loops.cut_joint_forces(lm, q, lam)
     tau_with_cut_forces = jaxmb.inverse_dynamics(lm.tree, q, qd, qdd, f_ext + f_cut) - tau_c
+    inverse = lambda a: loops.inverse_dynamics(lm, q, yd, a, f_ext)  # noqa: E731
+    # jax.jacfwd, a column at a time (traced once, unbatched)
+    M_autodiff = jax.lax.map(lambda e: jax.jvp(inverse, (ydd,), (e,))[1], jnp.eye(lm.ny, dtype=ydd.dtype)).T
     return Outputs(
         residual=loops.constraint_residual(lm, q),
         KG=K @ G,
@@ -171,7 +174,7 @@ def _evaluate(lm, q, yd, tau, f_ext):
         lam_embedded=loops.constraint_forces(lm, q, qd, qdd, tau_span, f_ext),
         tau_back=loops.inverse_dynamics(lm, q, yd, ydd, f_ext),
         M=loops.mass_matrix(lm, q),
-        M_autodiff=jax.jacfwd(lambda a: loops.inverse_dynamics(lm, q, yd, a, f_ext))(ydd),
+        M_autodiff=M_autodiff,
         C=loops.bias_forces(lm, q, yd, f_ext),
         Kqd=K @ qd,
         tau_span=tau_span,
@@ -179,11 +182,14 @@ def _evaluate(lm, q, yd, tau, f_ext):
     )
 
 
+_EVALUATE = checks.fast_jit(_evaluate)  # one program per model, called for each state
+
+
 @functools.cache
 def evaluate(name) -> Outputs:
+    """`_evaluate` at each state of the case, stacked along a leading axis."""
     case = get_case(name)
-    stacked = [jnp.stack(x) for x in zip(*case.states)]
-    return checks.fast_jit(jax.vmap(_evaluate, (None, 0, 0, 0, 0)))(case.lm, *stacked)
+    return jax.tree.map(lambda *x: jnp.stack(x), *[_EVALUATE(case.lm, *s) for s in case.states])
 
 
 @pytest.fixture(scope="module", params=ALL)
