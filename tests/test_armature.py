@@ -3,7 +3,7 @@
 
 Random trees with armature (fixed and floating base, the full joint mix) check the identities between the
 algorithms, as tests/test_identities.py and tests/test_operators.py do without armature: one jitted program per
-model computes every quantity for a batch of states, compiled with `pinocchio_bridge.FAST_COMPILE_OPTIONS`.
+model computes every quantity at a state, called for each, compiled with `pinocchio_bridge.FAST_COMPILE_OPTIONS`.
 Pinocchio (``pin_model.armature``) is the oracle on two robots of example-robot-data, and a geared pendulum the
 closed form.
 """
@@ -49,7 +49,8 @@ def _evaluate(model, q, qd, u, mask, frames):
     return {
         "ID": ID,
         "C": jaxmb.bias_forces(model, q, qd),
-        "dID_dqdd": jax.jacfwd(lambda a: jaxmb.inverse_dynamics(model, q, qd, a))(u),
+        "dID_dqdd": jax.lax.map(lambda e: jax.jvp(lambda a: jaxmb.inverse_dynamics(model, q, qd, a), (u,), (e,))[1],
+                                jnp.eye(model.nv, dtype=u.dtype)).T,  # jax.jacfwd, a column at a time
         "FD_ID": jaxmb.forward_dynamics(model, q, qd, ID),
         "FD": jaxmb.forward_dynamics(model, q, qd, u),
         "M": jaxmb.mass_matrix(model, q),
@@ -61,29 +62,29 @@ def _evaluate(model, q, qd, u, mask, frames):
         "log_det": jaxmb.log_det_mass_matrix(model, q),
         "KE": jaxmb.kinetic_energy(model, q, qd),
         "f": jaxmb.interbody_forces(model, q, qd, u),
-        "hybrid": jax.vmap(lambda m: jaxmb.hybrid_dynamics(model, q, qd, u, m))(masks),
+        "hybrid": jax.lax.map(lambda m: jaxmb.hybrid_dynamics(model, q, qd, u, m), masks),
         "task": jaxmb.task_space(model, q, frames),
     }
 
 
-_EVALUATE = jax.jit(jax.vmap(_evaluate, in_axes=(None, 0, 0, 0, 0, None)), static_argnames="frames")
+_EVALUATE = jax.jit(_evaluate, static_argnames="frames")
 
 
 @functools.cache
 def evaluated(name):
-    """(model, [(state, outputs)]): one compiled program per model, all states batched."""
+    """(model, [(state, outputs)]): one program per model, compiled for one state and called for each (a program
+    for the batch, through the batching rules of the sweeps, takes longer to compile)."""
     model = random_model(**MODEL_SPECS[name])
-    states = []
-    for i in range(N_STATES):
-        key = jax.random.PRNGKey(3000 * (ALL.index(name) + 1) + i)
-        q, qd, u = random_state(model, key)
-        mask = jax.random.bernoulli(jax.random.fold_in(key, 8), 0.5, (model.nv,))
-        states.append((q, qd, u, mask))
-    batch = [jnp.stack(x) for x in zip(*states)]
-    frames = _task_frames(model)
-    out = jax.tree.map(np.asarray, compile_fast(_EVALUATE, model, *batch, frames)(model, *batch))
-    states = [tuple(np.asarray(x) for x in s) for s in states]
-    return model, [(s, jax.tree.map(lambda a: a[i], out)) for i, s in enumerate(states)]
+    states = [_draw(model, jax.random.PRNGKey(3000 * (ALL.index(name) + 1) + i)) for i in range(N_STATES)]
+    one = compile_fast(_EVALUATE, model, *states[0], _task_frames(model))
+    return model, [(tuple(np.asarray(x) for x in s), jax.tree.map(np.asarray, one(model, *s))) for s in states]
+
+
+@checks.fast_jit  # one program per model instead of op by op
+def _draw(model, key):
+    """A random state (q, qd, u) and a mask of prescribed coordinates."""
+    q, qd, u = random_state(model, key)
+    return q, qd, u, jax.random.bernoulli(jax.random.fold_in(key, 8), 0.5, (model.nv,))
 
 
 def scale_fd(out, x):
@@ -339,7 +340,7 @@ def _oracle_evaluate(model, q, qd, qdd, tau):
             jaxmb.forward_dynamics(model, q, qd, tau))
 
 
-_ORACLE = jax.jit(jax.vmap(_oracle_evaluate, in_axes=(None, 0, 0, 0, 0)))
+_ORACLE = jax.jit(_oracle_evaluate)  # compiled for one state, called for each
 
 
 def _relative(x, y):
@@ -362,7 +363,8 @@ def test_armature_matches_pinocchio(robot, floating):
     keys = jnp.stack([jax.random.PRNGKey(s) for s in range(n)])
     q = np.asarray(run_fast(jax.vmap(jaxmb.random_configuration, in_axes=(None, 0)), model, keys))
     qd, qdd, tau = (rng.standard_normal((n, model.nv)) for _ in range(3))
-    M, ID, FD = compile_fast(_ORACLE, model, q, qd, qdd, tau)(model, q, qd, qdd, tau)
+    one = compile_fast(_ORACLE, model, q[0], qd[0], qdd[0], tau[0])
+    M, ID, FD = (np.stack(x) for x in zip(*(one(model, q[s], qd[s], qdd[s], tau[s]) for s in range(n))))
     for s in range(n):
         qp, vp = br.q_to_pin(q[s]), br.v_to_pin(qd[s])
         M_pin = pin.crba(pm, data, qp)
