@@ -5,6 +5,8 @@ shared arguments, and clear errors for what it cannot map. The batching rule of 
 primitive behind those gradients (`jaxmb.batching.linear_in_cpu_chunks`): the derivatives, transposes and batches
 of a plain function."""
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,7 +17,7 @@ import jaxmb
 from jaxmb.batching import chunks as batching
 from jaxmb.testing import random_model, random_state
 
-from checks import fast_jit
+from checks import FAST_COMPILE_OPTIONS, fast_jit, multiply_reduce_products
 
 BATCH = 7  # chunks of 3 leave a remainder of 1
 
@@ -23,14 +25,17 @@ BATCH = 7  # chunks of 3 leave a remainder of 1
 @pytest.fixture(scope="module")
 def problem():
     model = random_model(4, n_bodies=3, floating_base=True)
-    q, qd, tau = jax.vmap(lambda k: random_state(model, k))(jax.random.split(jax.random.PRNGKey(1), BATCH))
+    q, qd, tau = fast_jit(jax.vmap(random_state, (None, 0)))(model, jax.random.split(jax.random.PRNGKey(1), BATCH))
     return model, q, qd, tau
+
+
+_VMAP_INVERSE_DYNAMICS = fast_jit(jax.vmap(jaxmb.inverse_dynamics, in_axes=(None, 0, 0, 0)))  # compiled once
 
 
 @pytest.mark.parametrize("chunk_size", [1, 3, BATCH, 64])
 def test_equals_vmap_with_a_shared_model(problem, chunk_size):
     model, q, qd, tau = problem
-    want = fast_jit(jax.vmap(jaxmb.inverse_dynamics, in_axes=(None, 0, 0, 0)))(model, q, qd, tau)
+    want = _VMAP_INVERSE_DYNAMICS(model, q, qd, tau)
     got = fast_jit(jaxmb.chunked_vmap(jaxmb.inverse_dynamics, (None, 0, 0, 0), chunk_size))(model, q, qd, tau)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
@@ -84,8 +89,21 @@ def chunks_of_three(monkeypatch):
     assert batching._chunks(BATCH) == (3, 3)
 
 
+ONE_STATE = {f: fast_jit(f) for f in DYNAMICS.values()}  # the programs of single states, compiled once each
+
+
 def _loop(f, model, q, qd, x, f_ext):
-    return np.stack([f(model, q[i], qd[i], x[i], f_ext[i]) for i in range(len(q))])
+    return np.stack([ONE_STATE[f](model, q[i], qd[i], x[i], f_ext[i]) for i in range(len(q))])
+
+
+def _jaxpr_and_values(f, *args):
+    """The jaxpr of ``f`` at ``args``, as text, and ``f(*args)`` compiled as `fast_jit` compiles it, from one
+    trace."""
+    options = None if os.environ.get("JAXMB_TEST_XLA_DEFAULTS") else FAST_COMPILE_OPTIONS
+    with multiply_reduce_products():
+        traced = jax.jit(f, compiler_options=options).trace(*args)
+        compiled = traced.lower().compile()
+    return str(traced.jaxpr), compiled(*args)
 
 
 @pytest.mark.parametrize("batch", [1, 100, 128, 129, 4096, 4097, 65536])
@@ -110,9 +128,9 @@ def test_batches_in_chunks_equal_state_by_state(problem, chunks_of_three, name):
     f_ext = jax.random.normal(jax.random.PRNGKey(2), (BATCH, model.nb, 6))
     f = DYNAMICS[name]
     batched = jax.vmap(lambda *a: f(model, *a))
-    assert "scan" in str(jax.make_jaxpr(batched)(q, qd, x, f_ext))  # chunked: a lax.map over chunks
-    np.testing.assert_allclose(fast_jit(batched)(q, qd, x, f_ext), _loop(f, model, q, qd, x, f_ext),
-                               rtol=1e-12, atol=1e-12)
+    jaxpr, got = _jaxpr_and_values(batched, q, qd, x, f_ext)
+    assert "scan" in jaxpr  # chunked: a lax.map over chunks
+    np.testing.assert_allclose(got, _loop(f, model, q, qd, x, f_ext), rtol=1e-12, atol=1e-12)
 
 
 CHUNKED = {
@@ -132,8 +150,8 @@ def test_mass_matrix_task_space_and_derivatives_batch_in_chunks_equal_state_by_s
     model, q, qd, x = problem
     one = fast_jit(lambda *a: CHUNKED[name](model, *a))
     batched = jax.vmap(lambda *a: CHUNKED[name](model, *a))
-    assert "scan" in str(jax.make_jaxpr(batched)(q, qd, x))  # chunked: a lax.map over chunks
-    got = fast_jit(batched)(q, qd, x)
+    jaxpr, got = _jaxpr_and_values(batched, q, qd, x)
+    assert "scan" in jaxpr  # chunked: a lax.map over chunks
     for i in range(BATCH):
         jax.tree.map(lambda g, w: np.testing.assert_allclose(g[i], w, rtol=1e-12, atol=1e-12), got,
                      one(q[i], qd[i], x[i]))
@@ -160,12 +178,12 @@ def test_batched_models_and_nested_vmaps_in_chunks_equal_state_by_state(problem,
     scale = jnp.linspace(0.5, 2.0, BATCH)
     heavier = lambda s: model.replace(mass=model.mass * s)  # noqa: E731
     got = fast_jit(jax.vmap(lambda s, q, qd, x: f(heavier(s), q, qd, x)))(scale, q, qd, x)
-    want = np.stack([f(heavier(scale[i]), q[i], qd[i], x[i]) for i in range(BATCH)])
+    want = np.stack([ONE_STATE[f](heavier(scale[i]), q[i], qd[i], x[i]) for i in range(BATCH)])
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     per_state = jax.vmap(lambda q, qd, x: f(model, q, qd, x))
     nested = fast_jit(jax.vmap(per_state, in_axes=(None, 0, None)))(q, jnp.stack([qd, 2 * qd]), x)
     for j in range(2):
-        want = np.stack([f(model, q[i], (j + 1) * qd[i], x[i]) for i in range(BATCH)])
+        want = np.stack([ONE_STATE[f](model, q[i], (j + 1) * qd[i], x[i]) for i in range(BATCH)])
         np.testing.assert_allclose(nested[j], want, rtol=1e-12, atol=1e-12)
 
 
@@ -205,8 +223,8 @@ def test_gradients_under_vmap_are_computed_in_chunks_and_equal_state_by_state(pr
     f = DYNAMICS[name]
     grad = jax.grad(lambda m, *a: jnp.sum(jnp.sin(f(m, *a))), argnums=(0, 1, 2, 3, 4))
     batched = jax.vmap(grad, in_axes=(None, 0, 0, 0, 0))
-    assert str(jax.make_jaxpr(batched)(model, q, qd, x, f_ext)).count("scan[") == 2
-    got = fast_jit(batched)(model, q, qd, x, f_ext)
+    jaxpr, got = _jaxpr_and_values(batched, model, q, qd, x, f_ext)
+    assert jaxpr.count("scan[") == 2
     one = fast_jit(grad)  # one program for the single states (op by op, the forward case took 10 s)
     for i in range(BATCH):
         want = one(model, q[i], qd[i], x[i], f_ext[i])
@@ -221,16 +239,18 @@ def test_outputs_moved_in_the_loop_or_once_for_the_batch_equal_state_by_state(pr
     forward call's chunks to the transpose's without a move) as single states."""
     monkeypatch.setattr(batching, "MOVED_ONCE_MAX", most)
     model, q, qd, x = problem
-
-    def each(q, qd, x):
-        fd = lambda q, qd, x: jnp.sum(jnp.sin(jaxmb.forward_dynamics(model, q, qd, x)))  # noqa: E731
-        return jaxmb.forward_dynamics(model, q, qd, x), jaxmb.mass_matrix(model, q), jax.grad(fd, (0, 1, 2))(q, qd, x)
-
-    got = fast_jit(jax.vmap(each))(q, qd, x)
-    one = fast_jit(each)
+    got = fast_jit(jax.vmap(_each, (None, 0, 0, 0)))(model, q, qd, x)
     for i in range(BATCH):
         jax.tree.map(lambda g, w: np.testing.assert_allclose(g[i], w, rtol=1e-12, atol=1e-12), got,
-                     one(q[i], qd[i], x[i]))
+                     _EACH(model, q[i], qd[i], x[i]))
+
+
+def _each(model, q, qd, x):
+    fd = lambda q, qd, x: jnp.sum(jnp.sin(jaxmb.forward_dynamics(model, q, qd, x)))  # noqa: E731
+    return jaxmb.forward_dynamics(model, q, qd, x), jaxmb.mass_matrix(model, q), jax.grad(fd, (0, 1, 2))(q, qd, x)
+
+
+_EACH = fast_jit(_each)  # a single state's program, the same for both tests
 
 
 # -- linear maps in chunks (jaxmb.batching.linear_in_cpu_chunks) --
@@ -260,11 +280,12 @@ def test_linear_map_has_the_derivatives_of_the_plain_map_to_second_order(linear_
     r, x = linear_problem
     one = (r[0], jax.tree.map(lambda v: v[0], x))
     np.testing.assert_allclose(_chunked(*one)["y"], _plain(*one)["y"], rtol=1e-15)
-    check_grads(_chunked, one, order=2, modes=("fwd", "rev"))
+    check_grads(jax.jit(_chunked), one, order=2, modes=("fwd", "rev"))  # each derivative one program
     loss = lambda f: lambda r, x: jnp.sum(jnp.cos(f(r, x)["y"]))  # noqa: E731
     for derivative in (jax.grad, jax.hessian):
         jax.tree.map(lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-13),
-                     derivative(loss(_chunked), argnums=(0, 1))(*one), derivative(loss(_plain), argnums=(0, 1))(*one))
+                     jax.jit(derivative(loss(_chunked), argnums=(0, 1)))(*one),
+                     jax.jit(derivative(loss(_plain), argnums=(0, 1)))(*one))
 
 
 def test_linear_map_batches_and_its_gradients_in_chunks_in_either_order(linear_problem, monkeypatch):
@@ -279,9 +300,10 @@ def test_linear_map_batches_and_its_gradients_in_chunks_in_either_order(linear_p
              (lambda f: jax.vmap(jax.grad(loss(f), argnums=(0, 1)), in_axes=(0, None)), shared_x),  # x shared
              (lambda f: jax.grad(loss(jax.vmap(f, in_axes=(0, None))), argnums=(0, 1)), shared_x)]  # ... and summed
     for batched, x in cases:
-        assert "scan[" in str(jax.make_jaxpr(batched(_chunked))(r, x))
+        jaxpr, got = _jaxpr_and_values(batched(_chunked), r, x)
+        assert "scan[" in jaxpr
         jax.tree.map(lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-13),
-                     batched(_chunked)(r, x), batched(_plain)(r, x))
+                     got, jax.jit(batched(_plain))(r, x))
 
 
 def test_a_transpose_of_the_wrong_structure_is_named():
