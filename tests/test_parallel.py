@@ -37,7 +37,8 @@ TWO_DEVICES = textwrap.dedent("""
         return jnp.sum(batched(fd, in_axes=(0, 0, 0, None))(q, qd, tau, mass) ** 2)
 
     for batch in (1, 5):
-        q, qd, tau = jax.vmap(lambda k: random_state(model, k))(jax.random.split(jax.random.PRNGKey(batch), batch))
+        keys = jax.random.split(jax.random.PRNGKey(batch), batch)
+        q, qd, tau = jax.jit(jax.vmap(random_state, (None, 0)))(model, keys)  # one program, not op by op
         want = jax.jit(jax.vmap(fd, in_axes=(0, 0, 0, None)))(q, qd, tau, model.mass)
         sharded = jaxmb.jit(jaxmb.sharded_vmap(fd, in_axes=(0, 0, 0, None)))
         got = sharded(q, qd, tau, model.mass)
@@ -73,7 +74,7 @@ def two_devices():
 @pytest.fixture(scope="module")
 def problem():
     model = random_model(4, n_bodies=3, floating_base=True)
-    q, qd, tau = jax.vmap(lambda k: random_state(model, k))(jax.random.split(jax.random.PRNGKey(1), 5))
+    q, qd, tau = fast_jit(jax.vmap(random_state, (None, 0)))(model, jax.random.split(jax.random.PRNGKey(1), 5))
     return model, q, qd, tau
 
 
