@@ -29,7 +29,8 @@ def test_installed_jaxlib_accepts_the_cpu_options():
 
 def test_forward_dynamics_equals_jax_jit():
     model = random_model(3, n_bodies=6, floating_base=True)
-    q, qd, tau = jax.vmap(lambda k: random_state(model, k))(jax.random.split(jax.random.PRNGKey(0), 2))
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    q, qd, tau = jax.jit(jax.vmap(random_state, (None, 0)))(model, keys)  # one program, not op by op
     fd = jax.vmap(jaxmb.forward_dynamics, in_axes=(None, 0, 0, 0))
     np.testing.assert_allclose(jaxmb.jit(fd)(model, q, qd, tau), jax.jit(fd)(model, q, qd, tau), rtol=1e-12,
                                atol=1e-12)
