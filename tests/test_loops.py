@@ -463,7 +463,7 @@ def test_the_embedding_solves_small_systems_as_lu_does(m):
     np.testing.assert_allclose(solve_small_system(A, B), np.linalg.solve(A, B), rtol=1e-13, atol=1e-14)
 
 
-def test_gradients_of_embedded_forward_dynamics_in_the_state_and_the_parameters():
+def test_gradients_of_embedded_forward_dynamics_in_the_state_and_the_parameters(check_grads_in_groups):
     case = get_case("four-bar")
     q, yd, tau, f_ext = case.states[0]
     lm = case.lm
@@ -473,31 +473,7 @@ def test_gradients_of_embedded_forward_dynamics_in_the_state_and_the_parameters(
         model = lm.replace(tree=lm.tree.replace(mass=tree_mass), params=closure_params)
         return loops.forward_dynamics(model, loops.solve_configuration(model, y, guess=q).q, yd, tau, f_ext)
 
-    _check_grads_in_groups(fd, (y, yd, tau, lm.tree.mass, lm.params), [(0, 1, 2), (3, 4)], eps=1e-6)
-
-
-def _check_grads_in_groups(f, args, groups, eps):
-    """`checks.check_grads` of ``f`` in each group of its arguments (given by position), the others held at
-    ``args``: the checks of ``f`` as a function of that group alone, all of them on the three programs of ``f``
-    in every argument (`checks.derivative_programs`), the other arguments' tangents zero."""
-    from jax.test_util import check_jvp, check_vjp
-
-    primal, jvp, vjp = checks.derivative_programs(f)
-    zeros = tuple(jax.tree.map(jnp.zeros_like, a) for a in args)
-    for group in groups:
-        def full(sub, held, group=group):
-            out = list(held)
-            for i, x in zip(group, sub):
-                out[i] = x
-            return tuple(out)
-
-        f_group = lambda *sub, full=full: primal(*full(sub, args))  # noqa: E731
-        jvp_group = lambda sub, tangents, full=full: jvp(full(sub, args), full(tangents, zeros))  # noqa: E731
-        vjp_group = lambda *sub, full=full, group=group: (  # noqa: E731
-            primal(*full(sub, args)), lambda ct: tuple(vjp(full(sub, args), ct)[i] for i in group))
-        sub_args = tuple(args[i] for i in group)
-        check_jvp(f_group, jvp_group, sub_args, eps=eps)
-        check_vjp(f_group, vjp_group, sub_args, eps=eps)
+    check_grads_in_groups(fd, (y, yd, tau, lm.tree.mass, lm.params), [(0, 1, 2), (3, 4)], eps=1e-6)
 
 
 def _through_the_sweeps(lm, q, yd, tau, f_ext):

@@ -116,11 +116,15 @@ def test_vmap_over_models_equals_loop():
 # -- derivatives -----------------------------------------------------------------------------------------------
 
 
-def dynamics(q, qd, u, mass, com):
+def dynamics(q, qd, u, mass, com, inertia, armature):
     """Forward and inverse dynamics (with ``u`` as tau and as qdd) as one function of the state and of the
-    model's masses and centres of mass."""
-    m = model().replace(mass=mass, com=com)
+    model's masses, centres of mass, rotational inertias and armature (one set of derivative programs for the
+    tests that check them in some of these, `check_grads_in_groups`)."""
+    m = model().replace(mass=mass, com=com, inertia=inertia, armature=armature)
     return jnp.concatenate([jaxmb.forward_dynamics(m, q, qd, u), jaxmb.inverse_dynamics(m, q, qd, u)])
+
+
+STATE_MASSES_AND_COMS = (0, 1, 2, 3, 4)  # positions in the arguments of `dynamics`
 
 
 def derivative_points():
@@ -128,23 +132,27 @@ def derivative_points():
     q, qd, u, _ = (x[0] for x in states(1, seed=3))
     neutral = jaxmb.neutral_configuration(m)
     return {
-        "random": (q, qd, u, m.mass, m.com),
-        "neutral": (neutral, jnp.zeros_like(qd), jnp.zeros_like(u), m.mass, m.com),  # identity quaternions, at rest
+        "random": (q, qd, u, m.mass, m.com, m.inertia, m.armature),
+        # identity quaternions, at rest
+        "neutral": (neutral, jnp.zeros_like(qd), jnp.zeros_like(u), m.mass, m.com, m.inertia, m.armature),
     }
 
 
 @pytest.mark.parametrize("point", ["random", "neutral"])
-def test_check_grads_of_forward_and_inverse_dynamics(point):
+def test_check_grads_of_forward_and_inverse_dynamics(point, check_grads_in_groups):
     """`check_grads` (order 1, forward and reverse mode) with respect to q, qd, tau/qdd, masses and centres of
     mass, at a random state and at q = neutral (identity quaternions), qd = 0. Derivatives must also be free of
     NaN and inf (check_grads compares NaN as equal to NaN)."""
     args = derivative_points()[point]
-    keys = jax.random.split(jax.random.PRNGKey(0), len(args))
-    tangents = tuple(jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, args))
-    checks.check_grads(dynamics, args)
+    group = STATE_MASSES_AND_COMS
+    check_grads_in_groups(dynamics, args, [group])
+    keys = jax.random.split(jax.random.PRNGKey(0), len(group))
+    tangents = [jnp.zeros_like(x) for x in args]
+    for k, i in zip(keys, group):
+        tangents[i] = jax.random.normal(k, args[i].shape, args[i].dtype)
     _, jvp, vjp = checks.derivative_programs(dynamics)
-    out, tangent_out = jvp(args, tangents)
-    cotangents = vjp(args, jnp.ones_like(out))
+    out, tangent_out = jvp(args, tuple(tangents))
+    cotangents = [vjp(args, jnp.ones_like(out))[i] for i in group]
     for x in (tangent_out, *cotangents):
         assert np.all(np.isfinite(x))
     if point == "random":
@@ -208,17 +216,14 @@ def test_inverse_dynamics_derivatives_equal_autodiff_through_the_sweeps():
     assert_tree_close(adjoint, sweeps, rtol=IMPLICIT_RTOL)
 
 
-def _forward_dynamics_of_inertia(inertia, armature, q, qd, tau):
-    return jaxmb.forward_dynamics(model().replace(inertia=inertia, armature=armature), q, qd, tau)
-
-
-def test_check_grads_of_forward_dynamics_in_the_inertias():
+def test_check_grads_of_forward_dynamics_in_the_inertias(check_grads_in_groups):
     """`check_grads` (forward and reverse mode) of the implicit derivatives against finite differences of
-    `forward_dynamics` itself, in the rotational inertias (in any direction, symmetric or not), the armature and
-    the state."""
+    `forward_dynamics` itself (with `inverse_dynamics` alongside, in `dynamics`), in the rotational inertias (in
+    any direction, symmetric or not), the armature and the state."""
     q, qd, tau, _ = (x[0] for x in states(1, seed=7))
-    args = (model().inertia, jnp.full(model().nv, 0.1), q, qd, tau)
-    checks.check_grads(_forward_dynamics_of_inertia, args)
+    m = model()
+    args = (q, qd, tau, m.mass, m.com, m.inertia, jnp.full(m.nv, 0.1, m.armature.dtype))  # not weakly typed
+    check_grads_in_groups(dynamics, args, [(5, 6, 0, 1, 2)])  # (inertia, armature, q, qd, tau)
 
 
 @jax.jit
@@ -291,11 +296,11 @@ def test_float32_dynamics_derivatives_are_as_accurate_far_from_the_origin():
     q, qd, u, f_ext = (x[0] for x in states(1, seed=7))
     far = q.at[:3].add(1000.0)  # the free root joint's position
     m32 = model().cast(jnp.float32)
-    inverse, forward = map(checks.fast_jit, (jaxmb.inverse_dynamics_derivatives, jaxmb.forward_dynamics_derivatives))
+    derivatives = checks.fast_jit(lambda *a: (*jaxmb.inverse_dynamics_derivatives(*a)[1:3],
+                                              *jaxmb.forward_dynamics_derivatives(*a)[1:3]))  # a program per dtype
     for p in (q, far):
-        exact = (*inverse(model(), p, qd, u, f_ext)[1:3], *forward(model(), p, qd, u, f_ext)[1:3])
-        x32 = [x.astype(jnp.float32) for x in (p, qd, u, f_ext)]
-        single = (*inverse(m32, *x32)[1:3], *forward(m32, *x32)[1:3])
+        exact = derivatives(model(), p, qd, u, f_ext)
+        single = derivatives(m32, *(x.astype(jnp.float32) for x in (p, qd, u, f_ext)))
         for name, a32, a64 in zip(("dtau_dq", "dtau_dqd", "dqdd_dq", "dqdd_dqd"), single, exact, strict=True):
             scale = float(np.abs(a64).max())
             assert float(np.abs(a32 - a64).max()) / scale < 1e-4, (name, float(p[0]))
