@@ -70,7 +70,7 @@ def vee(S):
     return jnp.stack([A[2, 1], A[0, 2], A[1, 0]])
 
 
-# -- everything the tests compare, for one model and a batch of states -------------------------------------------
+# -- everything the tests compare, for one model at each state -----------------------------------------------------
 #
 # Compiling the recursions dominates the cost of this module, so each library function is traced once or twice
 # in total: the variants a test needs (with and without gravity, with and without f_ext, several tangents) are

@@ -72,7 +72,7 @@ def _full_rank_task(name):
     return "two-frames-two-axes" if name != "floating-mixed" else "two-frames-two-axes-world"
 
 
-# -- everything the tests compare, for one model and a batch of states ---------------------------------------------
+# -- everything the tests compare, for one model at each state -----------------------------------------------------
 #
 # Compiling dominates the cost of this module, so `evaluate` computes every quantity the tests compare in one
 # jitted program per model: all tasks and the gravity variants (with gravity and without, a `jax.lax.map`), called
@@ -151,8 +151,8 @@ def evaluated(name):
     """{seed: (state (q, qd, tau), outputs as numpy arrays)} for every seed of SEEDS."""
     states = [state(name, s) for s in SEEDS]
     inputs = [controller_inputs(name, s) for s in SEEDS]
-    out = [jax.tree.map(np.asarray, evaluate(model(name), *s, *i, full_rank=_full_rank_task(name)))
-           for s, i in zip(states, inputs)]
+    out = [jax.tree.map(np.asarray, evaluate(model(name), *state, *controls, full_rank=_full_rank_task(name)))
+           for state, controls in zip(states, inputs)]
     return {s: (tuple(np.asarray(x) for x in states[i]), out[i]) for i, s in enumerate(SEEDS)}
 
 
