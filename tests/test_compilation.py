@@ -10,11 +10,13 @@ import subprocess
 import sys
 
 import jax
+import jaxlib.version
 import numpy as np
 import pytest
 
 import jaxmb
 import jaxmb.loops
+from jaxmb.batching import compile as compilation, internals
 from jaxmb.batching.compile import CPU_COMPILER_OPTIONS, eager_jit, supported_options
 from jaxmb.batching.internals import outside_transformations
 from jaxmb.testing import random_model, random_state
@@ -153,6 +155,16 @@ def test_cpu_options_opt_out_and_the_users_own_flags_win():
     flags = _flags_after("import jaxmb", XLA_FLAGS=own).split()
     assert own in flags and "--xla_cpu_prefer_vector_width=512" not in flags
     assert "--xla_cpu_use_fusion_emitters=false" in flags
+
+
+def test_cpu_options_left_out_on_a_jaxlib_not_known_to_accept_them(monkeypatch):
+    """XLA aborts the process on a flag it does not know: on a newer jaxlib, only `jit`'s per-program options."""
+    monkeypatch.setattr(internals, "backends_started", lambda: False)  # as at import, before JAX starts
+    for version, changed in (("0.11.2", False), ("0.10.2", True)):
+        monkeypatch.setenv("XLA_FLAGS", "")
+        monkeypatch.setattr(jaxlib.version, "__version__", version)
+        assert compilation.use_cpu_options() is changed
+        assert (os.environ["XLA_FLAGS"] != "") is changed
 
 
 def test_cpu_options_leave_a_started_jax_alone():

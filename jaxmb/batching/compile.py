@@ -43,6 +43,13 @@ CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_prefer_ve
 loops 512 bits wide (in two 256-bit halves on a CPU without AVX-512)."""
 
 
+FLAGS_KNOWN_BEFORE = (0, 11)
+"""The first jaxlib release whose XLA is not known to accept every `CPU_COMPILER_OPTIONS` as a process flag (0.11.2
+has no ``xla_cpu_use_fusion_emitters``). XLA aborts the whole process, at the start of its first backend, on a name
+in ``XLA_FLAGS`` it does not know, so `use_cpu_options` sets the flags only on the releases before this one, on
+which the test suite ran; `jit` checks each option per program and works on any release."""
+
+
 OPT_OUT = "JAXMB_XLA_FLAGS"
 """The environment variable that, set to ``0``, keeps `use_cpu_options` from changing the process's XLA flags."""
 
@@ -51,15 +58,23 @@ def use_cpu_options():
     """Add `CPU_COMPILER_OPTIONS` to the process's ``XLA_FLAGS``, so that plain ``jax.jit`` compiles jaxmb's programs
     as `jit` does, with the model passed or closed over. Called when jaxmb is imported; it changes nothing when JAX
     has already started its backends (XLA has read its flags then: use `jit`), when the environment sets
-    `OPT_OUT` to ``0``, or for an option the flags already name (the user's value wins). The options touch only
-    XLA's CPU backend. Returns whether the flags were changed."""
-    if os.environ.get(OPT_OUT, "1") == "0" or internals.backends_started():
+    `OPT_OUT` to ``0``, on a jaxlib from `FLAGS_KNOWN_BEFORE` on, or for an option the flags already name (the
+    user's value wins). The options touch only XLA's CPU backend. Returns whether the flags were changed."""
+    if os.environ.get(OPT_OUT, "1") == "0" or internals.backends_started() or not _flags_known():
         return False
     flags = os.environ.get("XLA_FLAGS", "")
     added = [f"--{key}={str(value).lower()}" for key, value in CPU_COMPILER_OPTIONS.items() if f"--{key}=" not in flags]
     if added:
         os.environ["XLA_FLAGS"] = " ".join([flags.strip()] + added).strip()
     return bool(added)
+
+
+def _flags_known():
+    """Whether the installed jaxlib is older than `FLAGS_KNOWN_BEFORE` (read from its version, without starting
+    XLA)."""
+    from jaxlib import version
+
+    return tuple(int(part) for part in version.__version__.split(".")[:2]) < FLAGS_KNOWN_BEFORE
 
 
 @functools.lru_cache(maxsize=None)
