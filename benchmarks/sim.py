@@ -3,6 +3,7 @@
     python benchmarks/sim.py --quick     # panda, quadruped standing and trotting; batches 1 and 32
     python benchmarks/sim.py             # and the humanoid; batches 1, 16, 256, 1024
     python benchmarks/sim.py --tiny      # the panda at batch 2 and the box's solver study, no reverse mode (tests)
+    python benchmarks/sim.py --gpu       # on a GPU: the quadruped and the panda at batches 8192 and 65536
 
 Scenarios, each a floating or fixed base under gravity with MuJoCo-style ``position`` servos (``kp``, ``kv``, a
 force limit) on every actuated joint and the URDF's joint limits enforced on both sides:
@@ -56,7 +57,9 @@ Measured:
 
 Writes ``benchmarks/results/sim-<backend>-<cores>core.json`` and a plot ``.png`` (steps/s against batch). Needs
 ``mujoco`` and ``mujoco-mjx`` (without them: jaxmb alone) and example-robot-data. ``--tiny`` leaves MJX out (its
-compile alone takes 20-40 s here).
+compile alone takes 20-40 s here). ``--gpu`` measures throughput at the batches a GPU is for, MuJoCo C (on the
+host's cores) only up to batch 8192, and the gradient at batch 1024; it leaves out the reverse-mode memory and the
+solver study (float64, the same on any backend).
 """
 
 import argparse
@@ -289,8 +292,9 @@ def mujoco_c(m, q_mj, ctrls):
     return f, state[:, -1, 1:1 + m.nq]
 
 
-def throughput(name, batches, steps, dtype, peers=("mjx", "mujoco_c"), cache=None):
-    """Rows of steps/s of jaxmb and its ``peers`` (of "mjx", "mujoco_c") for one scenario at each batch. ``cache``
+def throughput(name, batches, steps, dtype, peers=("mjx", "mujoco_c"), cache=None, c_max_batch=None):
+    """Rows of steps/s of jaxmb and its ``peers`` (of "mjx", "mujoco_c"; MuJoCo C only up to ``c_max_batch``
+    worlds) for one scenario at each batch. ``cache``
     (a dict) keeps the compiled calls of a robot by batch: the quadruped's standing and trotting differ only in
     their controls, arguments of the same two programs."""
     sc = scenario(name)
@@ -327,7 +331,7 @@ def throughput(name, batches, steps, dtype, peers=("mjx", "mujoco_c"), cache=Non
             c_mjx, g_mjx = c[("mjx", b, steps)]
             calls.append(("mjx", g_mjx, (q_mj, u)))
             row.update(mjx_compile_s=c_mjx, mjx_sanity=sanity(g_mjx(q_mj, u), sc["floating"]))
-        if "mujoco_c" in peers:
+        if "mujoco_c" in peers and (c_max_batch is None or b <= c_max_batch):
             f_c, final_c = mujoco_c(m, q[:, q_index], ctrls)
             calls.append(("mujoco_c", f_c, ()))
             row.update(mujoco_c_sanity=sanity(final_c, sc["floating"]), mujoco_c_threads=os.cpu_count())
@@ -482,8 +486,10 @@ def plot(rows, path):
     for ax, name in zip(axes[0], names):
         rs = [r for r in rows if r["scenario"] == name]
         for key, label in (("jaxmb", "jaxmb.sim"), ("mjx", "MJX"), ("mujoco_c", "MuJoCo C, all cores")):
-            if f"{key}_steps_per_s" in rs[0]:
-                ax.loglog([r["batch"] for r in rs], [r[f"{key}_steps_per_s"] for r in rs], "o-", label=label)
+            measured = [r for r in rs if f"{key}_steps_per_s" in r]
+            if measured:
+                ax.loglog([r["batch"] for r in measured], [r[f"{key}_steps_per_s"] for r in measured], "o-",
+                          label=label)
         ax.set_title(name)
         ax.set_xlabel("batch")
         ax.grid(True, which="both", alpha=0.3)
@@ -500,6 +506,7 @@ def main():
     size.add_argument("--quick", action="store_true", help="no humanoid; batches 1 and 32")
     size.add_argument("--tiny", action="store_true",
                       help="the panda, batch 2, 5 steps, and the sliding box's solver study; no reverse mode")
+    size.add_argument("--gpu", action="store_true", help="batches 8192 and 65536; no memory or solver study")
     ap.add_argument("--scenarios", nargs="*", default=None)
     ap.add_argument("--batches", nargs="*", type=int, default=None)
     ap.add_argument("--steps", type=int, default=None)
@@ -512,6 +519,10 @@ def main():
     if args.tiny:
         defaults = dict(scenarios=["panda"], batches=[2], steps=5, grad_batch=2, grad_steps=5, memory_steps=10,
                         gradient=[], memory=None, solver=([2, 5], 20), solver_scenarios=("sliding_box",))
+    elif args.gpu:
+        defaults = dict(scenarios=["quadruped_stand", "quadruped_trot", "panda"], batches=[8192, 65536], steps=100,
+                        grad_batch=1024, grad_steps=100, memory_steps=1000, gradient=["quadruped_stand"],
+                        memory=None, solver=None, solver_scenarios=(), c_max_batch=8192)
     elif args.quick:
         defaults = dict(scenarios=["panda", "quadruped_stand", "quadruped_trot"], batches=[1, 32], steps=100,
                         grad_batch=4, grad_steps=100, memory_steps=1000, gradient=["quadruped_stand"],
@@ -525,7 +536,8 @@ def main():
         if getattr(args, key) is None:
             setattr(args, key, defaults[key])
     dtype = jnp.float32
-    payload = {"machine": machine(), "mode": "tiny" if args.tiny else "quick" if args.quick else "full",
+    mode = "tiny" if args.tiny else "quick" if args.quick else "gpu" if args.gpu else "full"
+    payload = {"machine": machine(), "mode": mode,
                "dt": DT, "iterations": ITERATIONS}
     try:
         import mujoco
@@ -545,17 +557,21 @@ def main():
     payload["results"], cache = [], {}
     print("== steps/s (float32)")
     for name in args.scenarios:
-        payload["results"] += throughput(name, args.batches, args.steps, dtype, peers, cache)
+        payload["results"] += throughput(name, args.batches, args.steps, dtype, peers, cache,
+                                         defaults.get("c_max_batch"))
         checkpoint()
     print(f"== gradient through a {args.grad_steps}-step rollout, over the rollout")
     payload["gradient"] = [gradient_cost(n, args.grad_batch, args.grad_steps, dtype) for n in defaults["gradient"]]
     checkpoint()
-    print(f"== reverse mode through {args.memory_steps} steps: XLA's planned scratch memory")
-    payload["memory"] = [reverse_memory(defaults["memory"], args.memory_steps, dtype)] if defaults["memory"] else []
+    payload["memory"] = []
+    if defaults["memory"]:
+        print(f"== reverse mode through {args.memory_steps} steps: XLA's planned scratch memory")
+        payload["memory"] = [reverse_memory(defaults["memory"], args.memory_steps, dtype)]
     checkpoint()
-    print("== solver: relative contact-force error after k projected Gauss-Seidel sweeps (float64)")
-    ks, reference = defaults["solver"]
-    payload["solver"] = solver_study(ks, reference, defaults["solver_scenarios"])
+    if defaults["solver"]:
+        print("== solver: relative contact-force error after k projected Gauss-Seidel sweeps (float64)")
+        ks, reference = defaults["solver"]
+        payload["solver"] = solver_study(ks, reference, defaults["solver_scenarios"])
     payload["seconds"] = time.perf_counter() - t0
     path = checkpoint()
     if path:
