@@ -13,9 +13,12 @@ same ``G, D`` (7.18), and its cross terms with the contacts are ``J M^-1 e_j``. 
 the same rows on the spanning tree's velocities, taken to its independent ones and their compliance by
 `jaxmb.sim.closed_loops.loop_space`.
 
-The solved impulses go back as forces in one more articulated-body sweep: the world force ``C* p / dt`` on body
-``b`` at ``x`` and its opposite on ``a``, as body-frame external forces ``[(x - p_k) x F; F]`` rotated into body
-``k``, and the joint forces ``e_j* p_j / dt``.
+The solved impulses go back as the generalized force ``J* p / dt`` of all rows (the world force ``C* p / dt`` on
+body ``b`` at ``x`` and its opposite on ``a``, and the joint forces ``e_j* p_j / dt``), whose accelerations
+``M^-1 J* p / dt`` the integrator adds to the free ones by the factored solve (7.18) with the same ``G, D``: one
+up and one down sweep, no articulated inertia computed twice. Compliant contact forces, which the RK4 stages
+recompute where the bodies are, go back as body-frame external forces ``[(x - p_k) x F; F]`` rotated into body
+``k``.
 
 Targets. A contact at distance ``dist`` asks for ``v_n+ >= -dist / dt`` while apart (it may close the gap in this
 step and no more: no impact velocity, no bounce) and ``v_n+ >= -dist / timeconst`` in penetration (the
@@ -245,8 +248,9 @@ def _target(dist, dt, timeconst):
 
 
 class ConstraintForces(NamedTuple):
-    """What the constraints of one step apply: ``tau`` (nv,) joint forces, ``f_ext`` (nb, 6) body forces (body
-    coordinates), ``impulse`` (rows,) the solver's impulses (the next warm start), ``force`` (nc, 3) contact forces
+    """What the constraints of one step apply: ``tau`` (nv,) the generalized force ``J* p / dt`` of the solver's rows
+    (contacts, limits, joint friction), ``f_ext`` (nb, 6) the compliant contact forces (body coordinates),
+    ``impulse`` (rows,) the solver's impulses (the next warm start), ``force`` (nc, 3) contact forces
     in the contact frames (zeros without contact), ``contacts`` the contact slots (None without geometry),
     ``problem`` the solver's `jaxmb.sim.solver.Problem` (None without solver rows), to check its solution by."""
 
@@ -291,10 +295,7 @@ def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintFo
     p = solve(prob, warm, scene.options.iterations)
     if solve_contacts:
         force = p[: 3 * nc].reshape(nc, 3) / dt
-        f_ext = f_ext + body_forces(scene, T, con, jnp.einsum("cji,cj->ci", con.frame, force))
-    if k:
-        tau_c = J[J.shape[0] - k:].T @ p[J.shape[0] - k:] / dt
-    return ConstraintForces(tau_c, f_ext, p, force, con, prob)
+    return ConstraintForces(J.T @ p / dt, f_ext, p, force, con, prob)
 
 
 def _softened(diagonal, nc):

@@ -25,7 +25,8 @@ import jax.numpy as jnp
 
 from jaxmb.configuration import configuration_rate, integrate
 from jaxmb.batching import in_cpu_chunks
-from jaxmb.dynamics.articulated import articulated_inertias, forward_dynamics
+from jaxmb.dynamics.articulated import articulated_inertias, forward_dynamics, solve_factored
+from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.kinematics import body_velocities, forward_kinematics
 from jaxmb.loops.articulated import forward_dynamics as loop_forward_dynamics
 from jaxmb.loops.embedding import embedding_matrix
@@ -117,6 +118,15 @@ def _solved(scene, model, q, v, ctrl, dt, warm) -> Solved:
     return Solved(tau, T, ab, constraint_forces(scene, model, q, v, tau, dt, warm, T, ab))
 
 
+def _constrained_accelerations(scene, model, q, qd, tau, ab, cf):
+    """The accelerations under the applied forces ``tau`` and the constraint forces ``cf``: for a tree without
+    compliant contact the free ones plus ``M^-1 cf.tau`` by the factored solve (7.18) with the step's ``G, D``; else
+    the forward dynamics again, with the compliant forces as external forces."""
+    if is_closed(model) or (scene.nc and scene.options.contact == "compliant"):
+        return _accelerations(model, q, qd, tau + cf.tau, cf.f_ext)
+    return ab.qdd + solve_factored(model, joint_poses(model, q), hinge_map(model), ab.G, ab.D, cf.tau)[0]
+
+
 def euler(scene, q, qd, ctrl, dt, warm, implicit=False) -> Advance:
     """Semi-implicit Euler, or with ``implicit`` the implicit-in-velocity step (module docstring)."""
     model = scene.model
@@ -124,7 +134,7 @@ def euler(scene, q, qd, ctrl, dt, warm, implicit=False) -> Advance:
         D = scene.joints.damping + actuator_damping(scene.actuators, scene.tree.nv, dt)
         model = with_armature(model, dt * D)
     tau, T, ab, cf = _solved(scene, model, q, qd, ctrl, dt, warm)
-    qdd = _accelerations(model, q, qd, tau + cf.tau, cf.f_ext)
+    qdd = _constrained_accelerations(scene, model, q, qd, tau, ab, cf)
     if implicit and scene.nc and scene.options.contact == "compliant":
         extra = implicit_compliant_forces(scene, model, q, T, cf.contacts, ab, qdd, dt)
         cf = cf._replace(f_ext=cf.f_ext + body_forces(scene, T, cf.contacts, world_forces(cf.contacts, extra)),

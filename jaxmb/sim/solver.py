@@ -38,9 +38,6 @@ from jaxmb.batching import full_precision
 from jaxmb.rotation import safe_norm
 
 
-UNROLL = 4  # blocks per scan iteration: a short loop body costs more in loop overhead than in compile time
-
-
 class Problem(NamedTuple):
     """One world's contact problem, ``n = 3 nc + k`` rows.
 
@@ -142,9 +139,9 @@ def sweep(prob: Problem, p):
         return jax.lax.dynamic_update_slice(p, p_j[None], (3 * nc + j,)), None
 
     if nc:
-        p, _ = jax.lax.scan(contact, p, jnp.arange(nc), unroll=min(nc, UNROLL))
+        p, _ = jax.lax.scan(contact, p, jnp.arange(nc))
     if n > 3 * nc:
-        p, _ = jax.lax.scan(scalar, p, jnp.arange(n - 3 * nc), unroll=min(n - 3 * nc, UNROLL))
+        p, _ = jax.lax.scan(scalar, p, jnp.arange(n - 3 * nc))
     return p
 
 
