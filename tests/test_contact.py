@@ -15,6 +15,8 @@ from jaxmb import assets, joints
 from jaxmb.sim import box, init_state, make_scene, plane, position, residuals, rollout, sphere, step, urdf_geometry
 from jaxmb.sim.integrators import euler
 
+from checks import fast_jit
+
 G = 9.81
 MASS = 2.0
 HALF = (0.2, 0.15, 0.1)
@@ -200,8 +202,8 @@ def test_implicit_gradient_of_the_constraint_solve_matches_finite_differences():
         state = init_state(sc, box_on((0, 0, 1)), jnp.array([0, 0, 0, v0, 0.3, 0]))
         return rollout(sc, state, 0.001, steps=50)[0].qd[3]
 
-    f = jax.jit(speed)
-    grad = jax.jit(jax.grad(speed, argnums=(0, 1)))(0.5, 2.0)
+    f = fast_jit(speed)
+    grad = fast_jit(jax.grad(speed, argnums=(0, 1)))(0.5, 2.0)
     h = 1e-5
     fd = ((f(0.5 + h, 2.0) - f(0.5 - h, 2.0)) / (2 * h), (f(0.5, 2.0 + h) - f(0.5, 2.0 - h)) / (2 * h))
     for g, d in zip(grad, fd):
@@ -227,5 +229,5 @@ def test_gradients_through_a_thousand_steps_of_a_walking_quadruped_are_finite(qu
         sc = scene.replace(actuators=act.replace(gain=act.gain * kp / 60.0, bias_q=act.bias_q * kp / 60.0))
         return rollout(sc, init_state(sc, q0), 0.002, ctrls=gait)[0].q[2]
 
-    g = jax.jit(jax.grad(height, argnums=(0, 1)))(0.4, 60.0)
+    g = fast_jit(jax.grad(height, argnums=(0, 1)))(0.4, 60.0)
     assert all(np.isfinite(float(x)) and float(x) != 0.0 for x in g), g
