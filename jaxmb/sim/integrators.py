@@ -21,11 +21,12 @@ configuration is projected back onto the loop constraints at the end of every st
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 
 from jaxmb.configuration import configuration_rate, integrate
-from jaxmb.batching import in_cpu_chunks
-from jaxmb.dynamics.articulated import articulated_inertias, forward_dynamics, solve_factored
+from jaxmb.batching import in_cpu_chunks, live_tangents, of_live, vmap_in_cpu_chunks
+from jaxmb.dynamics.articulated import articulated_body, articulated_inertias, forward_dynamics, solve_factored
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.kinematics import body_velocities, forward_kinematics
 from jaxmb.loops.articulated import forward_dynamics as loop_forward_dynamics
@@ -74,13 +75,29 @@ class Solved(NamedTuple):
 class StepFactors(NamedTuple):
     """What the constraints take of the articulated-body algorithm at ``(q, qd, tau)``: the free accelerations
     ``qdd`` (nv,), the body velocities ``V`` (nb, 6), and the factors ``G``, ``D`` (nv, 6) of ``q``
-    (`jaxmb.ArticulatedInertias`). Each comes from the function that computes it alone, batched by its own rule
-    (`jaxmb.batching`), rather than all of `jaxmb.articulated_body` under a plain ``vmap``."""
+    (`jaxmb.ArticulatedInertias`)."""
 
     qdd: jnp.ndarray
     V: jnp.ndarray
     G: jnp.ndarray
     D: jnp.ndarray
+
+
+@jax.custom_jvp
+def step_factors(model, q, qd, tau) -> StepFactors:
+    """`StepFactors` of a tree from one pass of the articulated-body algorithm (`jaxmb.articulated_body`): one
+    program, compiled once. Its derivative is that of the functions that compute each factor alone
+    (`_factors_apart`): the forward dynamics with its analytic derivative rule, which a derivative through the
+    articulated-body sweeps themselves would replace by a larger program."""
+    return _one_pass(model, q, qd, tau)
+
+
+def _one_pass_of_one_state(model, q, qd, tau):
+    ab = articulated_body(model, q, qd, tau)
+    return StepFactors(ab.qdd, ab.V, ab.G, ab.D)
+
+
+_one_pass = vmap_in_cpu_chunks(_one_pass_of_one_state)
 
 
 def _gains_and_D(model, q):
@@ -89,6 +106,25 @@ def _gains_and_D(model, q):
 
 
 _inertias_in_chunks = in_cpu_chunks(_gains_and_D)
+
+
+def _factors_apart(model, q, qd, tau) -> StepFactors:
+    """`StepFactors` from the functions that compute each, each batched by its own rule (`jaxmb.batching`)."""
+    G, D = _inertias_in_chunks(model, q)
+    return StepFactors(forward_dynamics(model, q, qd, tau), body_velocities(model, q, qd), G, D)
+
+
+def _step_factors_jvp(primals, tangents):
+    """The JVP of `_factors_apart` in the arguments whose tangents are not symbolic zeros (a scene's model is
+    usually constant): zero tangents made arrays would be carried through every derivative sweep."""
+    live, dots = live_tangents(primals, tangents)
+    if not live:
+        out = _one_pass(*primals)
+        return out, jax.tree.map(jnp.zeros_like, out)
+    return jax.jvp(*of_live(_factors_apart, primals, live), dots)
+
+
+step_factors.defjvp(_step_factors_jvp, symbolic_zeros=True)
 
 
 def _generalized_forces(scene, model, q, v, ctrl):
@@ -113,8 +149,7 @@ def _solved(scene, model, q, v, ctrl, dt, warm) -> Solved:
     if is_closed(model):
         ab = loop_factors(model, q, v, tau)
     else:
-        G, D = _inertias_in_chunks(model, q)
-        ab = StepFactors(forward_dynamics(model, q, v, tau), body_velocities(model, q, v), G, D)
+        ab = step_factors(model, q, v, tau)
     return Solved(tau, T, ab, constraint_forces(scene, model, q, v, tau, dt, warm, T, ab))
 
 
