@@ -101,8 +101,6 @@ def _evaluate(m, q, qd, tau, u, posture, full_rank):
     out["M"] = jaxmb.mass_matrix(m, q)
     out["Lambda_inv_bodies"] = jaxmb.operational_space_compliance(m, q, m.body_names[-2:])  # body origins
     out["upsilon"] = jaxmb.upsilon(m, q)
-    zero = jnp.zeros(m.nv)
-    out["P_at_rest"] = jaxmb.articulated_body(m, q, zero, zero).P
     X = jaxmb.hinges.joint_poses(m, q)
     out["X_R"], out["X_p"] = X.R, X.p
     out["R"] = jaxmb.forward_kinematics(m, q).R
@@ -125,6 +123,7 @@ def _evaluate(m, q, qd, tau, u, posture, full_rank):
             "a": ab.a,
             "z": ab.z,
             "tau_bar": ab.tau_bar,
+            "P": ab.P,  # the articulated inertias, of q alone (the same with any qd, tau and gravity)
             "closed_loop": jax.lax.map(closed_loop, jnp.stack([jnp.zeros(m.nv), posture])),  # [no posture, posture]
         }
 
@@ -221,7 +220,7 @@ def test_remark_10_2_upsilon_of_free_root_is_P_inverse():
     m = model("floating-mixed")
     _, out = evaluated("floating-mixed")[3]
     assert m.joint_types[0] == "free"
-    assert_close(out["upsilon"][0], np.linalg.inv(out["P_at_rest"][0]))
+    assert_close(out["upsilon"][0], np.linalg.inv(out["gravity"]["P"][GRAVITY["no-gravity"]][0]))
 
 
 @pytest.mark.parametrize("name", ALL)
