@@ -63,8 +63,12 @@ solver study (float64, the same on any backend).
 """
 
 import argparse
+import json
 import os
 import re
+import subprocess
+import sys
+import tempfile
 import time
 import warnings
 
@@ -470,6 +474,19 @@ def solver_study(iterations, reference, scenarios=("quadruped_stand", "sliding_b
     return out
 
 
+def solver_study_apart(iterations, reference, scenarios):
+    """`solver_study` in a fresh process: it turns on float64, which a process that has already run float32
+    programs does not take cleanly."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "solver.json")
+        code = (f"import json, sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); import sim; "
+                f"json.dump(sim.solver_study({list(iterations)!r}, {reference!r}, {tuple(scenarios)!r}), "
+                f"open({out!r}, 'w'))")
+        subprocess.run([sys.executable, "-c", code], check=True)
+        with open(out) as f:
+            return json.load(f)
+
+
 # -- plot, main ---------------------------------------------------------------------------------------------------
 
 
@@ -571,7 +588,7 @@ def main():
     if defaults["solver"]:
         print("== solver: relative contact-force error after k projected Gauss-Seidel sweeps (float64)")
         ks, reference = defaults["solver"]
-        payload["solver"] = solver_study(ks, reference, defaults["solver_scenarios"])
+        payload["solver"] = solver_study_apart(ks, reference, defaults["solver_scenarios"])
     payload["seconds"] = time.perf_counter() - t0
     path = checkpoint()
     if path:
