@@ -85,10 +85,10 @@ class StepFactors(NamedTuple):
 
 @jax.custom_jvp
 def step_factors(model, q, qd, tau) -> StepFactors:
-    """`StepFactors` of a tree from one pass of the articulated-body algorithm (`jaxmb.articulated_body`): one
-    program, compiled once. Its derivative is that of the functions that compute each factor alone
-    (`_factors_apart`): the forward dynamics with its analytic derivative rule, which a derivative through the
-    articulated-body sweeps themselves would replace by a larger program."""
+    """`StepFactors` of a tree from one pass of the articulated-body algorithm (`jaxmb.articulated_body`), batched
+    in chunks on the CPU: a smaller program than the three functions that compute them apart. Its derivative is
+    theirs (`_factors_apart`): the forward dynamics with its analytic derivative rule, which a derivative through
+    the articulated-body sweeps themselves would replace by a larger program."""
     return _one_pass(model, q, qd, tau)
 
 
