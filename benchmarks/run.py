@@ -111,6 +111,8 @@ def run_scripts(mode, device, large, results_dir, only=None):
             argv.append("--large")
         if large and name in ("mjx_peer", "jaxsim_peer"):
             argv = ["--batches", "4096", "65536"]
+        if large and name == "sim":
+            argv = ["--gpu"]
         print(f"== {name} {' '.join(argv)}", flush=True)
         stem = result_stem(name, argv)
         before = results_files(results_dir, stem)
