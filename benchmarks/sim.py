@@ -27,9 +27,10 @@ stripped, ``fusestatic`` off so that foot and sole frames are bodies, the URDF's
 `mujoco.MjSpec` adds a free joint (floating bases), a floor plane, the same geoms on the same bodies (colliding with
 the floor only, by ``contype``/``conaffinity``, as jaxmb's ``pairs_include``), the same ``position`` actuators and
 force limits. Same time step (2 ms), same integrator, the same friction (1) and, with contacts, elliptic cones
-(jaxmb's friction is the disk); jaxmb's constraint solver runs 30 projected Gauss-Seidel sweeps (its default),
-MuJoCo its default Newton solver capped at the same 30 iterations (``opt.iterations``; it stops earlier at its
-tolerance, and MJX's batched loop runs until every world of the batch has stopped). Float32 on both JAX sides
+(jaxmb's friction is the disk). Both solvers stop at their default tolerance or at 30 iterations: jaxmb's projected
+Gauss-Seidel sweeps once a sweep changes no impulse by more than 1e-10 of the largest (or float32's round-off),
+MuJoCo's default Newton solver at its own tolerance (``opt.iterations`` 30); both batched loops run until every
+world of the batch has stopped. Float32 on both JAX sides
 (MJX's precision); MuJoCo C in float64.
 
 Measured:
@@ -50,7 +51,7 @@ Measured:
   (each step recomputed in the backward pass) and ``checkpoint=False``.
 * solver: the projected Gauss-Seidel iteration count. One step from a fixed mid-trajectory state (the quadruped
   standing after 0.5 s; a 2 kg box sliding at 2 m/s on the floor, 0.1 s into its slide, dt 1 ms) with
-  ``make_scene(..., iterations=k)``, k = 5, 10, 20, 30, 50, from a zero warm start and from the previous step's
+  ``make_scene(..., iterations=k, tolerance=0)`` (exactly k sweeps), k = 5, 10, 20, 30, 50, from a zero warm start and from the previous step's
   impulses (the state's); the error is ``|f_k - f_ref| / |f_ref|`` of the contact forces (all slots, normal and
   tangential, in their frames), ``f_ref`` after 500 sweeps from zero, and the same of their sum in world axes (the
   net contact force: the box's four corners are redundant, their split is not unique, the net force is). Float64.
@@ -162,7 +163,7 @@ def scenario(name):
     raise ValueError(f"unknown scenario {name!r}")
 
 
-def jaxmb_scene(sc, dtype, iterations=ITERATIONS, integrator=None):
+def jaxmb_scene(sc, dtype, iterations=ITERATIONS, integrator=None, **options):
     """``(scene, q0)``: the jaxmb scene of a scenario and its initial configuration, in ``dtype``; a floating base's
     height is set so that the lowest geom starts 1 mm above the floor (kept where it is already higher)."""
     with warnings.catch_warnings():
@@ -171,7 +172,7 @@ def jaxmb_scene(sc, dtype, iterations=ITERATIONS, integrator=None):
     geoms = [plane(name="floor")] + sc["geoms"] if sc["geoms"] else []
     acts = [position(j, kp=sc["kp"], kv=sc["kv"], force_limit=sc["force_limit"]) for j in sc["joints"]]
     scene = make_scene(model, geoms, actuators=acts, pairs_include=[("floor", g.name) for g in sc["geoms"]] or None,
-                       integrator=integrator or sc["integrator"], iterations=iterations)
+                       integrator=integrator or sc["integrator"], iterations=iterations, **options)
     q0 = np.array(jaxmb.neutral_configuration(model), float)
     for j, v in zip(sc["joints"], sc["start"]):
         q0[model.joint_coordinates(j)[0].start] = v
@@ -417,7 +418,8 @@ def _sliding_box(iterations):
     b = jaxmb.ModelBuilder("box")
     b.add_body("box", None, joints.free(), mass=2.0, inertia=np.diag([0.1, 0.1, 0.1]))
     model = b.build()
-    return make_scene(model, [plane(name="floor"), box("box", (0.2, 0.2, 0.1))], iterations=iterations)
+    return make_scene(model, [plane(name="floor"), box("box", (0.2, 0.2, 0.1))], iterations=iterations,
+                      tolerance=0.0)
 
 
 def solver_study(iterations, reference, scenarios=("quadruped_stand", "sliding_box")):
@@ -439,7 +441,7 @@ def solver_study(iterations, reference, scenarios=("quadruped_stand", "sliding_b
             dt = DT
 
             def build(k, sc=sc):
-                return jaxmb_scene(sc, jnp.float64, iterations=k)[0]
+                return jaxmb_scene(sc, jnp.float64, iterations=k, tolerance=0.0)[0]
             _, q0 = jaxmb_scene(sc, jnp.float64)
             s, ctrl, steps = init_state(build(1), q0), jnp.asarray(sc["pose"]), 250
         ctrls = None if ctrl is None else jnp.tile(ctrl, (steps, 1))

@@ -14,6 +14,7 @@ import jaxmb
 from jaxmb import assets, joints
 from jaxmb.sim import box, init_state, make_scene, plane, position, residuals, rollout, sphere, step, urdf_geometry
 from jaxmb.sim.integrators import euler
+from jaxmb.sim.solver import solve, sweep
 
 from checks import fast_jit
 
@@ -119,6 +120,35 @@ def test_contact_impulses_satisfy_the_coulomb_conditions():
     for name, r in residuals(prob, p).items():
         if r.size:
                 assert float(jnp.max(jnp.abs(r))) < 1e-9 * max(scale, 1.0), name
+
+
+def test_solver_stops_at_the_first_sweep_that_changes_the_impulses_by_less_than_its_tolerance():
+    """From a cold start the solve returns exactly the sweeps up to the first whose change is within ``tolerance``
+    of the largest impulse, well short of its cap; warm-started at that answer it stops after one sweep; batched
+    with it, each world keeps its own answer (the batch runs until the cold world stops, and the warm one does
+    not sweep on)."""
+    scene = box_scene(mu=0.4)
+    quat = np.array([np.cos(0.05), np.sin(0.05), 0.0, 0.0])
+    state = init_state(scene, jnp.asarray(np.concatenate([[0.0, 0.0, 0.12], quat])),
+                       jnp.array([0.3, 0.2, 2.0, 1.5, -0.5, 0.0]))
+    state, _ = rollout(scene, state, 0.001, steps=40)
+    prob, _ = solved_problem(scene, state, 0.001)
+    tol, cap = 1e-6, 500
+    p, k = jnp.zeros_like(prob.b), 0
+    while True:
+        k, p_next = k + 1, sweep(prob, p)
+        done = float(jnp.max(jnp.abs(p_next - p))) <= tol * float(jnp.max(jnp.abs(p_next)))
+        p = p_next
+        if done:
+            break
+    assert 1 < k < cap // 10
+    solved = jax.jit(solve, static_argnums=(2, 3))
+    np.testing.assert_array_equal(solved(prob, jnp.zeros_like(p), cap, tol), p)
+    np.testing.assert_array_equal(solved(prob, p, cap, tol), sweep(prob, p))
+    both = jax.vmap(solved, in_axes=(None, 0, None, None))(prob, jnp.stack([jnp.zeros_like(p), p]), cap, tol)
+    alone = jnp.stack([p, sweep(prob, p)])  # batched, the sweeps' products may round differently
+    np.testing.assert_allclose(both, alone, rtol=0, atol=1e-13 * float(jnp.max(jnp.abs(p))))
+    assert float(jnp.max(jnp.abs(sweep(prob, sweep(prob, p)) - sweep(prob, p)))) > 1e-11  # a sweep more shows
 
 
 def test_compliant_contact_converges_to_the_constraint_model_as_stiffness_grows():

@@ -208,6 +208,8 @@ def test_bad_scene_options_name_the_problem():
         make_scene(model, damping=-1.0)
     with pytest.raises(ModelError, match="iterations"):
         make_scene(model, iterations=0)
+    with pytest.raises(ModelError, match="tolerance"):
+        make_scene(model, tolerance=-1e-3)
     with pytest.raises(ModelError, match="timeconst"):
         make_scene(model, timeconst=0.0)
     with pytest.raises(ValueError, match="ctrl must have shape"):

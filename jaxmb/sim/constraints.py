@@ -292,7 +292,7 @@ def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintFo
     A = A + jnp.diag(scene.contact.regularization * _softened(jnp.diag(A), nc if solve_contacts else 0)
                      + jnp.finfo(dtype).tiny ** 0.5)
     prob = Problem(A, v_free - jnp.concatenate(v_star), mu, rows.lo, rows.hi)
-    p = solve(prob, warm, scene.options.iterations)
+    p = solve(prob, warm, scene.options.iterations, scene.options.tolerance)
     if solve_contacts:
         force = p[: 3 * nc].reshape(nc, 3) / dt
     return ConstraintForces(J.T @ p / dt, f_ext, p, force, con, prob)

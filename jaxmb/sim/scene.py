@@ -54,13 +54,15 @@ class ContactParams:
 @dataclass(frozen=True)
 class Options:
     """The static choices of a scene: ``integrator`` (`INTEGRATORS`), ``contact`` (`CONTACT_MODELS`),
-    ``iterations`` of the constraint solver, ``joint_friction`` (`JOINT_FRICTION`), ``limited`` (the velocity
+    ``iterations`` of the constraint solver (the most sweeps per step) and its stopping ``tolerance``
+    (`jaxmb.sim.solver.solve`), ``joint_friction`` (`JOINT_FRICTION`), ``limited`` (the velocity
     coordinates with position limits, as ``(q index, v index)`` pairs), ``friction`` (the velocity coordinates
     with Coulomb friction rows)."""
 
     integrator: str = "implicit"
     contact: str = "constraint"
     iterations: int = 30
+    tolerance: float = 1e-10
     joint_friction: str = "constraint"
     limited: tuple = ()
     friction: tuple = ()
@@ -108,7 +110,7 @@ class Scene:
 
 def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude_parent_child=True, actuators=(),
                damping=None, frictionloss=None, joint_friction="constraint", limits=True, contact="constraint",
-               integrator="implicit", iterations=30, stiffness=2e5, dissipation=2.0, slip_velocity=1e-3,
+               integrator="implicit", iterations=30, tolerance=1e-10, stiffness=2e5, dissipation=2.0, slip_velocity=1e-3,
                timeconst=0.02, regularization=1e-6):
     """Build and check a `Scene` (module docstring) of ``model``, a `jaxmb.Model` or a closed-loop
     `jaxmb.loops.LoopModel`, whose geometry, actuators, damping and limits sit on its spanning tree
@@ -119,7 +121,8 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     actuators: `jaxmb.sim.motor`, `position`, `velocity` specs. damping, frictionloss: per coordinate (a scalar,
     nv values, or a dict by joint name); joint_friction: Coulomb friction as solver rows (``"constraint"``) or
     ``"smooth"``. limits: enforce the model's position limits of one-coordinate joints as unilateral constraints.
-    contact: `CONTACT_MODELS`; integrator: `INTEGRATORS`; iterations: the solver's sweeps per step; the rest:
+    contact: `CONTACT_MODELS`; integrator: `INTEGRATORS`; iterations: the most solver sweeps per step; tolerance: the solver stops earlier once a sweep changes no
+    impulse by more than this fraction of the largest (floored at the working precision's round-off); the rest:
     `ContactParams`.
     """
     if integrator not in INTEGRATORS:
@@ -130,6 +133,8 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
         raise ModelError(f"unknown joint_friction {joint_friction!r}; choose one of {JOINT_FRICTION}")
     if int(iterations) != iterations or iterations < 1:
         raise ModelError(f"iterations must be a positive integer, got {iterations!r}")
+    if not np.isfinite(tolerance) or tolerance < 0:
+        raise ModelError(f"tolerance must be finite and non-negative, got {tolerance!r}")
     numbers = dict(stiffness=stiffness, dissipation=dissipation, slip_velocity=slip_velocity, timeconst=timeconst,
                    regularization=regularization)
     for name, x in numbers.items():
@@ -150,7 +155,7 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
         friction = tuple(int(j) for j in np.flatnonzero(np.asarray(joints.frictionloss) > 0))
     dtype = tree.mass.dtype
     params = ContactParams(**{k: jnp.asarray(v, dtype) for k, v in numbers.items()})
-    options = Options(integrator, contact, int(iterations), joint_friction, limited, friction)
+    options = Options(integrator, contact, int(iterations), float(tolerance), joint_friction, limited, friction)
     return Scene(model, geo, gather_actuators(tree, actuators), joints, params, pair_table, options)
 
 

@@ -1,5 +1,5 @@
-"""The frictional contact problem of one step, solved by a fixed number of projected Gauss-Seidel sweeps and
-differentiated by the implicit function theorem at its solution.
+"""The frictional contact problem of one step, solved by projected Gauss-Seidel sweeps (at most a fixed number, fewer
+once they stop changing the impulses) and differentiated by the implicit function theorem at its solution.
 
 The problem (velocity level, impulses ``p``): the constraint velocities after the step are ``v+ = A p + v_free``
 with ``A = J M^-1 J*`` the constraint-space compliance (`jaxmb.sim.constraints`). Rows come in contact blocks of
@@ -15,9 +15,10 @@ Projected Gauss-Seidel (Jean and Moreau, Dynamics in the presence of unilateral 
 Erleben, Velocity-based shock propagation for multibody dynamics animation, 2007) visits the blocks in turn and
 solves each one exactly with the others held: the normal impulse by one division and a clamp, the tangential pair
 as the minimum of its quadratic over the disk of radius ``mu p_n`` (`_friction`). This is Coulomb's law itself (no convex
-relaxation that makes sliding bodies lift off), every sweep costs O(c^2) for c rows, the iteration count is static,
-and warm-started from the previous step's impulses the sweeps continue where they stopped, so a resting contact
-converges over the steps. Each world runs the same straight-line program, which is what a GPU batch wants.
+relaxation that makes sliding bodies lift off), every sweep costs O(c^2) for c rows, the iteration count is
+bounded, and warm-started from the previous step's impulses the sweeps continue where they stopped, so a resting
+contact converges over the steps and then needs few sweeps a step. Each world runs the same sweep program, which
+is what a GPU batch wants.
 
 Derivatives. At the solution ``p* = F(p*, theta)`` of one sweep ``F`` (``theta`` = A, b, mu, bounds), the implicit
 function theorem gives ``dp* = (I - dF/dp)^-1 dF/dtheta dtheta``: the tangent is solved by the same number of
@@ -145,22 +146,45 @@ def sweep(prob: Problem, p):
     return p
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
-def solve(prob: Problem, p0, iterations: int):
-    """``p`` (n,) after ``iterations`` sweeps from the warm start ``p0`` (module docstring). Its derivative is the
-    implicit function theorem's at the returned point, in forward and reverse mode; none flows through ``p0``."""
-    return jax.lax.fori_loop(0, iterations, lambda _, p: sweep(prob, p), p0)
+def stopping_tolerance(tolerance: float, dtype) -> float:
+    """The relative change below which `solve` stops: ``tolerance``, but never under a few units of round-off of
+    ``dtype`` (``8 eps``), which a sweep's floating-point arithmetic cannot get under."""
+    return max(float(tolerance), 8 * float(jnp.finfo(dtype).eps))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
+def solve(prob: Problem, p0, iterations: int, tolerance: float = 0.0):
+    """``p`` (n,) after at most ``iterations`` sweeps from the warm start ``p0`` (module docstring), fewer where a
+    sweep changes no impulse by more than `stopping_tolerance` times the largest impulse: a warm-started resting
+    contact stops after a few. Under ``vmap`` each world keeps its own result and the batch runs until
+    its slowest world stops. Its derivative is the implicit function theorem's at the returned point, in forward
+    and reverse mode; none flows through ``p0``."""
+    tol = stopping_tolerance(tolerance, prob.b.dtype)
+
+    def going(carry):
+        k, _, change = carry
+        return (k < iterations) & (change > 0)
+
+    def one(carry):
+        k, p, _ = carry
+        p_next = sweep(prob, p)
+        scale = jnp.max(jnp.abs(p_next), initial=0.0)
+        change = jnp.max(jnp.abs(p_next - p), initial=0.0) - tol * scale
+        return k + 1, p_next, change
+
+    inf = jnp.asarray(jnp.inf, p0.dtype)
+    return jax.lax.while_loop(going, one, (0, p0, inf))[1]
 
 
 @solve.defjvp
 @full_precision
-def _solve_jvp(iterations, primals, tangents):
+def _solve_jvp(iterations, tolerance, primals, tangents):
     """``dp = dF/dtheta dtheta + dF/dp dp`` solved by ``iterations`` fixed-point steps: linear in the tangent, so
     reverse mode transposes it into the adjoint iteration ``u = g + (dF/dp)* u``, then ``(dF/dtheta)* u``. Traced
     when a derivative is taken, outside the caller's precision context: full precision is its own."""
     prob, p0 = primals
     d_prob, _ = tangents
-    p = solve(prob, p0, iterations)
+    p = solve(prob, p0, iterations, tolerance)
     _, forced = jax.jvp(lambda theta: sweep(theta, p), (prob,), (d_prob,))
     _, along_p = jax.linearize(lambda x: sweep(prob, x), p)
     return p, jax.lax.fori_loop(0, iterations, lambda _, dp: forced + along_p(dp), forced)
