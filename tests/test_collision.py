@@ -122,6 +122,18 @@ def test_deepest_contact_matches_mujoco(kinds):
     assert checked > N // 8, checked
 
 
+@pytest.mark.parametrize("kinds", PAIRS + [("box", "box")], ids=lambda k: "-".join(k))
+def test_float32_shapes_give_float32_contacts_with_x64_on(kinds):
+    """A float32 scene stays float32 where float64 is enabled (as in this suite): no constant of a pair function
+    promotes its contacts to float64."""
+    rng = np.random.default_rng(0)
+    pa, qa, pb, qb = (np.asarray(x[0], np.float32) for x in _poses(*kinds, rng))
+    f32 = lambda x: jnp.asarray(x, jnp.float32)
+    out = col.PAIR_FUNCTIONS[kinds](Transform(quat_to_matrix(f32(qa)), f32(pa)), f32(SIZES[kinds[0]]),
+                                     Transform(quat_to_matrix(f32(qb)), f32(pb)), f32(SIZES[kinds[1]]))
+    assert {x.dtype for x in jax.tree.leaves(out)} == {jnp.dtype(jnp.float32)}
+
+
 def _box_separation(L, d, A, ha, B, hb):
     """Separation of two boxes along the unit directions L (k, 3): |L d| - support radii."""
     return np.abs(L @ d) - np.abs(L @ A) @ ha - np.abs(L @ B) @ hb

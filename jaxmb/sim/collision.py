@@ -138,7 +138,7 @@ _CORNERS = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in 
 def plane_box(pose_a, size_a, pose_b, size_b) -> Contacts:
     """Plane a, box b: the four corners lowest along the plane's normal (a box on a face rests on its four
     corners; on an edge or a corner, the extra corners report their own, larger, distances). -> (4,)."""
-    corners = pose_b.p + (_CORNERS * size_b) @ pose_b.R.T
+    corners = pose_b.p + (jnp.asarray(_CORNERS, size_b.dtype) * size_b) @ pose_b.R.T
     c = _plane_points(pose_a, corners, jnp.zeros((), size_b.dtype))
     _, idx = jax.lax.top_k(-c.dist, 4)
     return _take(c, idx)
@@ -251,7 +251,7 @@ def capsule_box(pose_a, size_a, pose_b, size_b) -> Contacts:
     d = jax.lax.stop_gradient(u @ pose_b.R * hl)
     h = jax.lax.stop_gradient(size_b)
     f = lambda w: _point_box_distance(x0 + w * d, h)
-    g = (np.sqrt(5.0) - 1.0) / 2.0
+    g = (5.0**0.5 - 1.0) / 2.0  # a Python float: weakly typed, so it keeps the operands' dtype
 
     def step(_, state):
         lo, hi, x1, f1, x2, f2 = state  # lo < x1 < x2 < hi
@@ -298,7 +298,8 @@ def _face_contacts(ref, h_ref, k, u, inc, h_inc):
     w = jnp.stack([inc.R[:, j1] * h_inc[j1], inc.R[:, j2] * h_inc[j2]])  # (2, 3) half edges of the incident face
     basis = jnp.stack([t1, t2], 1)  # (3, 2): 3-D -> reference face coordinates
 
-    corners = c_inc + _SQUARE @ w  # (4, 3)
+    square = jnp.asarray(_SQUARE, w.dtype)
+    corners = c_inc + square @ w  # (4, 3)
     xy = (corners - c_ref) @ basis  # (4, 2)
     slack = 1.0 + 1e-9
     in_ref = lambda p: jnp.all(jnp.abs(p) <= e * slack, -1)
@@ -307,7 +308,7 @@ def _face_contacts(ref, h_ref, k, u, inc, h_inc):
     W = w @ basis  # (2, 2) rows: projected half edges
     det = W[0, 0] * W[1, 1] - W[0, 1] * W[1, 0]
     det = jnp.where(jnp.abs(det) > jnp.finfo(det.dtype).tiny ** 0.5, det, 1.0)
-    rel = _SQUARE * e - (c_inc - c_ref) @ basis  # (4, 2)
+    rel = square * e - (c_inc - c_ref) @ basis  # (4, 2)
     alpha = (rel[:, 0] * W[1, 1] - rel[:, 1] * W[1, 0]) / det
     beta = (W[0, 0] * rel[:, 1] - W[0, 1] * rel[:, 0]) / det
     ref_corners = c_inc + alpha[:, None] * w[0] + beta[:, None] * w[1]
