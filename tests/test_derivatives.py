@@ -146,7 +146,7 @@ def robot(request):
     args = (model, q, jnp.asarray(qd), jnp.asarray(qdd), jnp.asarray(tau), jnp.asarray(f_ext))
     ours = compile_fast(_JAXMB_SIDE, *args)(*args)
     d = pm.createData()
-    qp, fext = br.q_to_pin(np.asarray(q)), br.fext_to_pin(f_ext)
+    qp, fext = br.q_to_pin(np.asarray(q)), br.body_forces_to_pin(f_ext)
     rnea = [np.array(m) for m in pin.computeRNEADerivatives(pm, d, qp, br.v_to_pin(qd), br.v_to_pin(qdd), fext)]
     aba = [np.array(m) for m in pin.computeABADerivatives(pm, d, qp, br.v_to_pin(qd), br.v_to_pin(tau), fext)]
     qdd_pin = pin.aba(pm, pm.createData(), qp, br.v_to_pin(qd), br.v_to_pin(tau), fext)

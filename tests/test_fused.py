@@ -86,7 +86,7 @@ def test_kernels_equal_pinocchio_aba():
     d = pm.createData()
     for s in range(3):
         expected = br.v_from_pin(pin.aba(pm, d, br.q_to_pin(q[s]), br.v_to_pin(qd[s]), br.tau_to_pin(tau[s]),
-                                         br.fext_to_pin(f_ext[s])))
+                                         br.body_forces_to_pin(f_ext[s])))
         assert np.linalg.norm(got[s] - expected) <= PIN_RTOL * np.linalg.norm(expected)
 
 

@@ -1,5 +1,5 @@
-"""The jaxmb <-> Pinocchio converters of `pinocchio_bridge` round-trip and agree with each other (and with
-Pinocchio's own kinematics), so that the oracle tests compare like with like."""
+"""The jaxmb <-> Pinocchio converters of `jaxmb.io.pinocchio` on the robot pairs of `pinocchio_bridge` round-trip
+and agree with each other (and with Pinocchio's own kinematics), so that the oracle tests compare like with like."""
 
 import jax
 import jax.numpy as jnp
@@ -9,19 +9,15 @@ import pytest
 
 import jaxmb
 from jaxmb import joints
-from pinocchio_bridge import (
-    ROBOTS,
-    Bridge,
+from jaxmb.io.pinocchio import (
+    PinocchioMap,
     force_from_pin,
     force_to_pin,
-    load_pair,
     motion_from_pin,
     motion_to_pin,
-    robots_dir,
-    run_fast,
     swap_spatial,
-    urdf_path,
 )
+from pinocchio_bridge import ROBOTS, load_pair, merged_frames, robots_dir, run_fast, urdf_path
 
 jax.config.update("jax_enable_x64", True)  # also set in conftest.py; harmless duplicate
 
@@ -43,7 +39,7 @@ MIXED_URDF = """<robot name="mixed">
 def _mixed(floating):
     model = jaxmb.load_urdf_string(MIXED_URDF, floating_base=floating, source="mixed.urdf")
     pm = pin.buildModelFromXML(MIXED_URDF, pin.JointModelFreeFlyer()) if floating else pin.buildModelFromXML(MIXED_URDF)
-    return model, pm, Bridge(model, pm)
+    return model, pm, PinocchioMap(model, pm)
 
 
 def _spherical():
@@ -65,7 +61,7 @@ def _spherical():
     j2 = pm.addJoint(j1, pin.JointModelRY(), pin.SE3(np.eye(3), p1), "elbow")
     pm.appendBodyToJoint(j2, pin.Inertia(1.0, c2, I2), pin.SE3.Identity())
     pm.addBodyFrame("arm", j2, pin.SE3.Identity(), 0)
-    return model, pm, Bridge(model, pm)
+    return model, pm, PinocchioMap(model, pm)
 
 
 CASES = {
@@ -104,9 +100,9 @@ def test_robot_files():
 def test_bridge_rejects_different_models():
     model, _, _ = load_pair("kinova", False)
     with pytest.raises(ValueError, match="nv"):
-        Bridge(model, pin.buildModelFromUrdf(str(urdf_path("kinova")), pin.JointModelFreeFlyer()))
+        PinocchioMap(model, pin.buildModelFromUrdf(str(urdf_path("kinova")), pin.JointModelFreeFlyer()))
     with pytest.raises(ValueError):
-        Bridge(model, pin.buildModelFromUrdf(str(urdf_path("ur5"))))  # same nv, other joints
+        PinocchioMap(model, pin.buildModelFromUrdf(str(urdf_path("ur5"))))  # same nv, other joints
 
 
 # -- configurations --------------------------------------------------------------------------------------------------
@@ -133,13 +129,13 @@ def test_neutral_configuration(pair):
 def test_continuous_joint_coordinates():
     """An angle becomes Pinocchio's (cos, sin) pair, and Pinocchio's joint then turns by that angle."""
     model, pm, br = load_pair("double_pendulum_continuous")
-    assert (model.nq, pm.nq) == (2, 4) and br.kind == ["unbounded", "unbounded"]
+    assert (model.nq, pm.nq) == (2, 4) and br.layouts == ("unbounded", "unbounded")
     q = np.array([0.7, -2.9])
     q_pin = br.q_to_pin(q)
     d = pm.createData()
     pin.forwardKinematics(pm, d, q_pin)
     for i in range(model.nb):
-        j = int(br.jid[i])
+        j = int(br.joint_ids[i])
         jm = pm.joints[j]
         np.testing.assert_allclose(q_pin[jm.idx_q : jm.idx_q + 2], [np.cos(q[i]), np.sin(q[i])], atol=1e-16)
         axis = np.asarray(model.axis[i])
@@ -151,12 +147,12 @@ def test_continuous_joint_coordinates():
 def test_free_flyer_conversion():
     """jaxmb [p, w, x, y, z] / [omega; v] against Pinocchio's root joint placement and local velocity."""
     model, pm, br = load_pair("kinova", True)
-    assert model.joint_names[0] == "root" and pm.names[int(br.jid[0])] == "root_joint"
+    assert model.joint_names[0] == "root" and pm.names[int(br.joint_ids[0])] == "root_joint"
     q = np.asarray(run_fast(jaxmb.random_configuration, model, jax.random.PRNGKey(1)))
     qd = np.random.default_rng(1).standard_normal(model.nv)
     d = pm.createData()
     pin.forwardKinematics(pm, d, br.q_to_pin(q), br.v_to_pin(qd))
-    root = int(br.jid[0])
+    root = int(br.joint_ids[0])
     w, x, y, z = q[3:7]
     np.testing.assert_allclose(d.oMi[root].rotation, pin.Quaternion(w, x, y, z).matrix(), atol=1e-15)
     np.testing.assert_allclose(d.oMi[root].translation, q[:3], atol=1e-15)
@@ -220,13 +216,13 @@ def test_jacobians_agree_with_velocities(pair):
     q_pin, v_pin = br.q_to_pin(Q[0]), br.v_to_pin(V[0])
     pin.forwardKinematics(pm, d, q_pin, v_pin)
     pin.computeJointJacobians(pm, d, q_pin)
-    for j in br.jid:
+    for j in br.joint_ids:
         J_pin = pin.getJointJacobian(pm, d, int(j), pin.LOCAL)
         J = br.jacobian_from_pin(J_pin)
         assert J.shape == (6, model.nv)
         np.testing.assert_allclose(J @ V[0], motion_from_pin(d.v[int(j)]), rtol=0, atol=1e-12)
         np.testing.assert_allclose(br.jacobian_to_pin(J), J_pin, rtol=0, atol=0)
-    np.testing.assert_allclose(br.body_motions_from_pin(d.v)[0], motion_from_pin(d.v[int(br.jid[0])]))
+    np.testing.assert_allclose(br.body_motions_from_pin(d.v)[0], motion_from_pin(d.v[int(br.joint_ids[0])]))
 
 
 def test_external_forces_agree_with_jacobians(pair):
@@ -234,15 +230,15 @@ def test_external_forces_agree_with_jacobians(pair):
     converter, the Jacobian converter and the torque permutation are consistent."""
     model, pm, br, Q, _ = pair
     f = np.random.default_rng(3).standard_normal((model.nb, 6))
-    fext = br.fext_to_pin(f)
+    fext = br.body_forces_to_pin(f)
     assert len(fext) == pm.njoints and np.all(fext[0].vector == 0)
-    np.testing.assert_array_equal(br.fext_from_pin(fext), f)
+    np.testing.assert_array_equal(br.body_forces_from_pin(fext), f)
     d = pm.createData()
     q_pin, zero = br.q_to_pin(Q[1]), np.zeros(pm.nv)
     delta = br.tau_from_pin(pin.rnea(pm, d, q_pin, zero, zero, fext) - pin.rnea(pm, d, q_pin, zero, zero))
     pin.computeJointJacobians(pm, d, q_pin)
     expected = -sum(br.jacobian_from_pin(pin.getJointJacobian(pm, d, int(j), pin.LOCAL)).T @ f[i]
-                    for i, j in enumerate(br.jid))
+                    for i, j in enumerate(br.joint_ids))
     np.testing.assert_allclose(delta, expected, rtol=0, atol=1e-11 * np.abs(expected).max())
 
 
@@ -252,22 +248,22 @@ def test_poses_and_frames(pair):
     pin.forwardKinematics(pm, d, br.q_to_pin(Q[2]))
     R, p = br.body_poses_from_pin(d.oMi)
     assert R.shape == (model.nb, 3, 3) and p.shape == (model.nb, 3)
-    for i, j in enumerate(br.jid):
+    for i, j in enumerate(br.joint_ids):
         np.testing.assert_array_equal(p[i], d.oMi[int(j)].translation)
-    assert list(br.body_of_jid[br.jid]) == list(range(model.nb)) and br.body_of_jid[0] == -1
+    assert list(br.body_of_joint[br.joint_ids]) == list(range(model.nb)) and br.body_of_joint[0] == -1
     for k, name in enumerate(model.frame_names):
         assert pm.frames[br.frame_id(name)].name == name
         assert br.frame_body(name) == model.frame_body[k], name
     for i, name in enumerate(model.body_names):
-        assert pm.frames[br.frame_id(name)].parentJoint == br.jid[i]
-    assert set(br.merged_frames()) == {n for n, b in zip(model.frame_names, model.frame_body)
-                                       if b >= 0 and n not in model.body_names}
+        assert pm.frames[br.frame_id(name)].parentJoint == br.joint_ids[i]
+    assert set(merged_frames(model)) == {n for n, b in zip(model.frame_names, model.frame_body)
+                                         if b >= 0 and n not in model.body_names}
     with pytest.raises(KeyError):
         br.frame_id("no_such_frame")
 
 
 def test_mixed_model_kinds():
     model, pm, br = _mixed(True)
-    assert br.kind == ["free", "planar", "unbounded", "free"]
+    assert br.layouts == ("free", "planar", "unbounded", "free")
     assert model.topology.kinds == ("free", "planar", "screw", "free")
-    assert br.merged_frames() == ["tip"]
+    assert merged_frames(model) == ["tip"]

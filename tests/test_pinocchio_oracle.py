@@ -18,7 +18,8 @@ import pinocchio as pin
 import pytest
 
 import jaxmb
-from pinocchio_bridge import compile_fast, load_pair, motion_from_pin, pose_from_pin, run_fast
+from jaxmb.io.pinocchio import motion_from_pin, pose_from_pin
+from pinocchio_bridge import compile_fast, load_pair, merged_frames, run_fast
 
 jax.config.update("jax_enable_x64", True)  # also set in conftest.py; harmless duplicate
 
@@ -102,7 +103,7 @@ def evaluate(model, q, qd, qdd, tau, f_ext, frames):
 def _pinocchio(pm, br, q, qd, qdd, tau, f_ext, frames):
     d = pm.createData()
     qp, vp, ap, taup = br.q_to_pin(q), br.v_to_pin(qd), br.v_to_pin(qdd), br.tau_to_pin(tau)
-    fext = br.fext_to_pin(f_ext)
+    fext = br.body_forces_to_pin(f_ext)
     out = {}
     M = pin.crba(pm, d, qp)
     out["mass_matrix"] = br.matrix_from_pin(np.triu(M) + np.triu(M, 1).T)
@@ -123,9 +124,9 @@ def _pinocchio(pm, br, q, qd, qdd, tau, f_ext, frames):
     out["mass_matrix_inverse"] = br.matrix_from_pin(np.triu(Minv) + np.triu(Minv, 1).T)
     out["centroidal_momentum_matrix"] = br.jacobian_from_pin(pin.ccrba(pm, d, qp, vp))
     pin.rnea(pm, d, qp, vp, pin.aba(pm, d, qp, vp, taup, fext).copy(), fext)  # the forces of the motion tau makes
-    out["interbody_forces"] = br.fext_from_pin(d.f)
+    out["interbody_forces"] = br.body_forces_from_pin(d.f)
     pin.rnea(pm, d, qp, vp, ap, fext)
-    out["body_forces"] = br.fext_from_pin(d.f)
+    out["body_forces"] = br.body_forces_from_pin(d.f)
 
     pin.forwardKinematics(pm, d, qp)
     pin.updateFramePlacements(pm, d)
@@ -134,7 +135,7 @@ def _pinocchio(pm, br, q, qd, qdd, tau, f_ext, frames):
     out["frame_poses"] = (np.stack([R for R, _ in poses]), np.stack([p for _, p in poses]))
     pin.computeJointJacobians(pm, d, qp)
     out["jacobians"] = np.stack([br.jacobian_from_pin(pin.getJointJacobian(pm, d, int(j), pin.LOCAL))
-                                 for j in br.jid])
+                                 for j in br.joint_ids])
     for ref, pref in REFERENCES.items():
         out[f"frame_jacobian_{ref}"] = np.stack(
             [br.jacobian_from_pin(pin.getFrameJacobian(pm, d, br.frame_id(f), pref)) for f in frames])
@@ -163,7 +164,7 @@ def _frames(model, br):
     """Frames for the frame Jacobians: the root link (world-fixed for a fixed base), the deepest links merged by
     fixed joints (end effectors, feet, hands), and the last body."""
     depth = model.topology.depth
-    merged = sorted(br.merged_frames(), key=lambda f: (-depth[model.frame_body[model.frame_index(f)]], f))
+    merged = sorted(merged_frames(model), key=lambda f: (-depth[model.frame_body[model.frame_index(f)]], f))
     world_fixed = [f for f, b in zip(model.frame_names, model.frame_body) if b < 0]
     root_link = world_fixed[0] if world_fixed else model.body_names[0]
     names = [root_link] + merged[:N_FRAMES] + [model.body_names[-1]]
@@ -234,7 +235,7 @@ def test_structure_matches(case):
     """Same joints (the bridge checks kinds and names), and the random states are nontrivial."""
     model, pm = case.model, case.pm
     assert (model.nv, model.nb) == (pm.nv, pm.njoints - 1)
-    assert model.nq == pm.nq - sum(1 for k in case.br.kind if k == "unbounded")  # (cos, sin) pairs
+    assert model.nq == pm.nq - sum(1 for k in case.br.layouts if k == "unbounded")  # (cos, sin) pairs
     assert np.linalg.norm(case.pin[0]["gravity_forces"]) > 0
     assert np.linalg.norm(case.pin[0]["bias_accelerations"]) > 0
 
@@ -284,8 +285,8 @@ def test_jacobians(case):
 
 @pytest.mark.parametrize("reference", list(REFERENCES))
 def test_frame_jacobian(case, reference):
-    if case.br.merged_frames():
-        assert set(case.frames) & set(case.br.merged_frames())
+    if merged_frames(case.model):
+        assert set(case.frames) & set(merged_frames(case.model))
     check(case, f"frame_jacobian_{reference}")
 
 

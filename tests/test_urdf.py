@@ -13,7 +13,8 @@ import pytest
 
 import jaxmb
 from jaxmb import joints
-from pinocchio_bridge import Bridge, load_pair, run_fast, urdf_path
+from jaxmb.io.pinocchio import PinocchioMap
+from pinocchio_bridge import load_pair, merged_frames, run_fast, urdf_path
 
 jax.config.update("jax_enable_x64", True)  # also set in conftest.py; harmless duplicate
 
@@ -102,7 +103,7 @@ def test_tree_against_pinocchio(floating):
     """The small tree (prismatic, continuous, fixed joint with rotated origin, rotated inertial) in both libraries:
     body inertias, frame placements and the mass matrix."""
     m, pm = load(TREE, floating_base=floating), pin_from_string(TREE, floating)
-    br = Bridge(m, pm)
+    br = PinocchioMap(m, pm)
     _check_inertias_and_frames(m, pm, br)
     q = run_fast(jaxmb.random_configuration, m, jax.random.PRNGKey(3))
     M_pin = pin.crba(pm, pm.createData(), br.q_to_pin(q))
@@ -113,7 +114,7 @@ def test_tree_against_pinocchio(floating):
 def _check_inertias_and_frames(m, pm, br):
     """Each jaxmb body inertia (fixed links merged) equals Pinocchio's joint inertia; each frame (links, merged
     links included) has Pinocchio's placement on the same body."""
-    for i, j in enumerate(br.jid):
+    for i, j in enumerate(br.joint_ids):
         Y = pm.inertias[int(j)]
         scale = max(Y.mass, 1e-300)
         assert float(m.mass[i]) == pytest.approx(Y.mass, rel=1e-12, abs=1e-15), m.body_names[i]
@@ -164,7 +165,7 @@ def test_robot_mass_inertias_and_frames(robot, floating):
     expected = sum(v for n, v in mass.items() if floating or not welded_to_world(n))
     assert float(jaxmb.total_mass(m)) == pytest.approx(expected, rel=1e-12)
     merged = [n for n in mass if jtype.get(n) == "fixed" and (floating or not welded_to_world(n))]
-    assert sorted(br.merged_frames()) == sorted(merged)
+    assert sorted(merged_frames(m)) == sorted(merged)
     assert set(m.frame_names) == set(mass)
     _check_inertias_and_frames(m, pm, br)
 
@@ -213,7 +214,7 @@ def test_continuous_joints_have_one_coordinate():
     q = jnp.array([0.3, -1.2, 2.5, 0.1, -3.0, 1.7])
     q_pin = br.q_to_pin(q)
     for i, jtype in enumerate(m.joint_types):
-        jm = pm.joints[int(br.jid[i])]
+        jm = pm.joints[int(br.joint_ids[i])]
         if jtype == "continuous":
             np.testing.assert_allclose(q_pin[jm.idx_q : jm.idx_q + 2], [np.cos(q[i]), np.sin(q[i])], atol=1e-15)
 
@@ -288,8 +289,8 @@ def test_neutral_and_random_configurations(robot, floating):
     assert np.std(Q, axis=0).min() > 0  # every coordinate varies
     # Pinocchio's limits agree where jaxmb has finite ones
     for i in range(m.nb):
-        jm = pm.joints[int(br.jid[i])]
-        if m.topology.kinds[i] == "screw" and br.kind[i] == "scalar":
+        jm = pm.joints[int(br.joint_ids[i])]
+        if m.topology.kinds[i] == "screw" and br.layouts[i] == "scalar":
             a = m.topology.q_offset[i]
             if np.isfinite(lower[a]):
                 assert lower[a] == pytest.approx(pm.lowerPositionLimit[jm.idx_q], abs=1e-12)
