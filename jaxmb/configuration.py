@@ -20,6 +20,8 @@ def neutral_configuration(model):
 def _in_q_order(model, per_block):
     """The (nq,) vector whose entries ``q_index`` of each kind block are that block's (n, nq_kind) values in
     ``per_block`` (`jaxmb.batching.rows.place_rows`: no scatter)."""
+    if not per_block:
+        return jnp.zeros(0, model.mass.dtype)
     at = np.concatenate([np.asarray(blk.q_index).reshape(-1) for blk in model.topology.kind_blocks])
     return place_rows([x.reshape(-1) for x in per_block], at)
 

@@ -27,6 +27,8 @@ def joint_poses(model, q) -> Transform:
 
     ``q`` (nq,) -> Transform with R (nb, 3, 3), p (nb, 3).
     """
+    if not model.nb:
+        return model.X_tree
     parts = []
     for blk in model.topology.kind_blocks:
         kind = KINDS[blk.kind]
@@ -47,6 +49,8 @@ def root_joints_left_out(model, X):
 
 def hinge_map(model) -> jnp.ndarray:
     """``H`` by rows, (nv, 6): row i is the child-frame spatial motion for unit rate of coordinate i."""
+    if not model.nv:
+        return jnp.zeros((0, 6), model.axis.dtype)
     parts, index = [], []
     for blk in model.topology.kind_blocks:
         H = jax.vmap(KINDS[blk.kind].hinge_map)(model.axis[blk.bodies], model.coef[blk.bodies])

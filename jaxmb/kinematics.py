@@ -30,6 +30,8 @@ def forward_kinematics(model, q) -> Transform:
 @eager_jit
 def frame_poses(model, q) -> Transform:
     """World pose of every frame (`Model.frame_names`; bodies and merged links included). -> (nf, ...)."""
+    if not model.nb:
+        return model.frame_placement  # every frame is fixed to the world
     T = forward_kinematics(model, q)
     body = jnp.asarray(model.frame_body)
     world = jnp.asarray([b < 0 for b in model.frame_body])[:, None]
@@ -137,6 +139,8 @@ def jacobian(model, q, name, reference="local"):
 @eager_jit(static_argnames=("name", "reference"))
 def frame_velocity(model, q, qd, name, reference="local"):
     """Spatial velocity (6,) of a body or frame, expressed as in `jacobian`."""
+    if model.frame_body[model.frame_index(name)] < 0:  # fixed to the world (every frame where nv = 0)
+        return jnp.zeros(6, model.frame_placement.p.dtype)
     return mv(jacobian(model, q, name, reference), qd)
 
 
@@ -145,14 +149,14 @@ def frame_bias_acceleration(model, q, qd, name, reference="local"):
     """``Jdot qd`` (6,) of a body or frame, in frame coordinates (``local``) or world-aligned coordinates."""
     i = model.frame_index(name)
     b = model.frame_body[i]
+    if reference not in ("local", "world_aligned"):
+        raise ValueError(f"reference must be 'local' or 'world_aligned', got {reference!r}")
+    if b < 0:  # fixed to the world (every frame where nv = 0)
+        return jnp.zeros(6, model.frame_placement.p.dtype)
     a_b = bias_accelerations(model, q, qd)[b]
     placement = Transform(model.frame_placement.R[i], model.frame_placement.p[i])
     a_f = phi_star(placement, a_b)
-    if b < 0:
-        a_f = jnp.zeros_like(a_f)
     if reference == "local":
         return a_f
     T_f = Transform(*(x[i] for x in frame_poses(model, q)))
-    if reference == "world_aligned":
-        return jnp.concatenate([mv(T_f.R, a_f[:3]), mv(T_f.R, a_f[3:])])
-    raise ValueError(f"reference must be 'local' or 'world_aligned', got {reference!r}")
+    return jnp.concatenate([mv(T_f.R, a_f[:3]), mv(T_f.R, a_f[3:])])

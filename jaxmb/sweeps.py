@@ -153,6 +153,19 @@ def _broadcast(x, n):
     return jax.tree.map(lambda r: jnp.broadcast_to(r, (n,) + jnp.shape(r)), x)
 
 
+def _one_body(step, carried, args, dofs):
+    """The shapes of ``step``'s outputs for one body with one coordinate (`jax.eval_shape`): what a sweep over no
+    bodies (a model with no movable joint) returns, with `_no_rows`."""
+    body = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), args)
+    dof = jax.tree.map(lambda a: jax.ShapeDtypeStruct((1,) + a.shape[1:], a.dtype), dofs)
+    return jax.eval_shape(step, carried, *body, *dof)
+
+
+def _no_rows(shapes, per_dof=False):
+    """Zero rows of one body's (``per_dof``: one body's coordinates') output ``shapes``."""
+    return jax.tree.map(lambda a: jnp.zeros((0,) + a.shape[int(per_dof):], a.dtype), shapes)
+
+
 def down(topo: Topology, step, root, *args, dofs=()):
     """Base-to-tips sweep.
 
@@ -164,6 +177,9 @@ def down(topo: Topology, step, root, *args, dofs=()):
     Returns:
         values (nb, ...), and with ``dofs`` also the coordinate outputs (nv, ...).
     """
+    if not topo.nb:
+        out = _one_body(step, root, args, dofs)
+        return (_no_rows(out[0]), _no_rows(out[1], True)) if dofs else _no_rows(out)
     values, dof_outs, prev = [], [], None
     for s, (seg, pieces) in enumerate(zip(topo.segments, _pieces(topo, args, dofs))):
         lvl = topo.levels[seg.first]
@@ -193,6 +209,9 @@ def up(topo: Topology, step, zero, *args, dofs=()):
     Returns:
         outs (nb, ...), and with ``dofs`` also the coordinate outputs (nv, ...).
     """
+    if not topo.nb:
+        out = _one_body(step, zero, args, dofs)
+        return (_no_rows(out[1]), _no_rows(out[2], True)) if dofs else _no_rows(out[1])
     outs, dof_outs, sent = [], [], None
     pieces = _pieces(topo, args, dofs)
     for s in reversed(range(len(topo.segments))):

@@ -156,6 +156,8 @@ class Topology:
         self._key = (self.parent.tobytes(), self.kinds)
 
     def _ancestor_walk(self):
+        if not self.nb:  # a model with no movable joint: step 0 alone, with no columns
+            return (WalkStep(0, 0, np.zeros(0, int), np.zeros(0, int), np.zeros(0, int)),)
         steps, at, prev_start = [], None, 0
         for lvl in self.levels:
             start = int(self.v_offset[lvl.start])

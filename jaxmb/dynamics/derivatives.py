@@ -136,7 +136,7 @@ def _pair_dots(a, rows, b, cols):
     states, leave the cache, and Newton-Euler's derivatives ran slower than in pieces of `PAIR_PIECE`, whose rows
     stay in it (benchmarks/README.md, "Derivatives")."""
     return jnp.concatenate([dot(take_rows(a, rows[s : s + PAIR_PIECE]), take_rows(b, cols[s : s + PAIR_PIECE]))
-                            for s in range(0, len(rows), PAIR_PIECE)])
+                            for s in range(0, max(len(rows), 1), PAIR_PIECE)])
 
 
 @full_precision

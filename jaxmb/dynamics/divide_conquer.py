@@ -229,6 +229,8 @@ def forward_dynamics_dc(model, q, qd, tau, f_ext=None):
     Raises ValueError (at trace time) unless every body, and the world, has at most one child.
     """
     check_shapes(model, q=q, qd=qd, tau=tau, f_ext=f_ext)
+    if not model.nb:
+        return jnp.zeros(0, model.mass.dtype)  # no joint to accelerate
     plan = _plan(model.topology, model.body_names)
     X, H, a, b = _chain_terms(model, q, qd, f_ext)
     Y = jax.vmap(_inertia_inverse)(model.mass, model.com, model.inertia)  # leaves: Lambda = M^-1

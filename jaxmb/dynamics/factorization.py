@@ -105,6 +105,8 @@ def _block_rows_solve(topology, rows, A):
         blocks = take_rows(rows, dofs).reshape(len(bodies), n, 6)[..., :n]
         parts.append(solve_small(blocks, take_rows(A, dofs).reshape(len(bodies), n, -1)).reshape(len(dofs), -1))
         order.append(dofs)
+    if not parts:  # no coordinates
+        return A
     return take_rows(jnp.concatenate(parts), np.argsort(np.concatenate(order)))
 
 
@@ -150,7 +152,7 @@ def _common_ancestor_terms(topology):
     a, b = np.triu_indices(nv)
     common = ancestors[a] & ancestors[b]
     counts = common.sum(1)
-    if SPARSITY * counts.sum() > nv**3:
+    if not nv or SPARSITY * counts.sum() > nv**3:
         return None
     groups, position = [], []
     for c in np.unique(counts):
