@@ -8,6 +8,7 @@ pytree's aux data and shapes the compiled program.
 import dataclasses
 import warnings
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -50,11 +51,14 @@ class Model:
 
     Numbering: bodies, joints and coordinates are numbered breadth first (`jaxmb.topology.breadth_first_order`):
     by depth in the tree, whatever order the bodies were added in (`ModelBuilder`) or listed in a URDF file. Body
-    ``i`` is moved by joint ``joint_names[i]``, and its coordinates are ``q[joint_coordinates(name)[0]]`` and
-    ``qd[joint_coordinates(name)[1]]``; find them by name rather than by the order of ``add_body`` calls:
+    ``i`` is moved by joint ``joint_names[i]``; find a joint's coordinates by its name rather than by the order of
+    ``add_body`` calls: `q_index` and `v_index` (an int, or an int array for a joint with several coordinates),
+    `joint_coordinates` (both as slices), `body_index`, `joint_index` and `frame_index`:
 
-    >>> q_slice, v_slice = model.joint_coordinates("knee")
-    >>> q = q.at[q_slice].set(0.3)
+    >>> q = q.at[model.q_index("knee")].set(0.3)
+    >>> knee_torque = tau[model.v_index("knee")]
+
+    A model with no movable joint has nb = nq = nv = 0 and its frames fixed to the world.
     """
 
     X_tree: Transform
@@ -112,6 +116,18 @@ class Model:
         q0, v0 = int(topo.q_offset[i]), int(topo.v_offset[i])
         return slice(q0, q0 + int(topo.nq_body[i])), slice(v0, v0 + int(topo.nv_body[i]))
 
+    def q_index(self, name: str):
+        """Where joint ``name``'s position coordinates sit in ``q`` (nq,): an int for a joint with one (revolute,
+        prismatic, continuous), else an int array (nq_k,) (a free joint's 7, a spherical joint's 4), so that
+        ``q[model.q_index("knee")]`` is the knee angle and ``q[model.q_index("root")]`` the root's (7,). The same
+        coordinates as `joint_coordinates`' slice, as indices."""
+        return _indices(self.joint_coordinates(name)[0])
+
+    def v_index(self, name: str):
+        """Where joint ``name``'s velocity coordinates sit in ``qd``, ``qdd`` and ``tau`` (nv,): an int for a joint
+        with one, else an int array (nv_k,), as `q_index`."""
+        return _indices(self.joint_coordinates(name)[1])
+
     def frame_index(self, name: str) -> int:
         try:
             return self.frame_names.index(name)
@@ -127,6 +143,12 @@ class Model:
 
     def __repr__(self):
         return f"Model({self.name!r}, nb={self.nb}, nq={self.nq}, nv={self.nv}, depth={len(self.topology.levels)})"
+
+
+def _indices(coordinates: slice):
+    """The int of a one-coordinate slice, else its int array."""
+    index = np.arange(coordinates.start, coordinates.stop)
+    return int(index[0]) if len(index) == 1 else index
 
 
 def check_shapes(model: Model, **arrays):
@@ -190,15 +212,49 @@ def _compose(A, B):
     return A[0] @ B[0], A[1] + A[0] @ B[1]
 
 
-def check_inertia(mass, inertia, where, tol=1e-9):
-    """Check that (mass, rotational inertia about the com) is physically valid.
+INERTIA_OPTIONS = ("strict", "warn", "repair")
+"""What `ModelBuilder` and the loaders do with a physically impossible inertia (``inertia=``; docs/inertia.md):
 
-    Raises `ModelError` for a negative or non-finite mass and for an inertia matrix that is not symmetric or not
-    positive semi-definite (``tol`` relative to the largest principal moment, and 1e-12 kg m^2 absolute, since
-    published files round zero inertias to -5e-20): the dynamics would be wrong.
-    Returns a message (else None) where the principal moments break the triangle inequality I1 + I2 >= I3: no
-    mass distribution has such an inertia, yet the spatial inertia is still positive semi-definite and the
-    dynamics well defined, and many published URDFs contain one (go1, anymal, allegro, pr2).
+* ``"strict"``: raise `ModelError` for every one, naming the option that loads it.
+* ``"warn"`` (the default): load what keeps the dynamics defined, with a `UserWarning` and a note in
+  ``Model.notes``; raise, naming ``inertia="repair"``, for what would leave them undefined (a body whose
+  inertia is not positive semi-definite, a joint with a singular ``D(k)``).
+* ``"repair"``: load every model, each impossible inertia replaced by the nearest physical one
+  (`nearest_physical_inertia`) and each joint that would move nothing given the armature `REPAIR_ARMATURE`, with
+  a warning and a note for each.
+"""
+
+REPAIR_ARMATURE = 1e-6
+"""The least armature (kg m^2 for a rotation, kg for a translation) that ``inertia="repair"`` gives each velocity
+coordinate of a joint whose articulated inertia ``D(k) = H R H* + diag(armature)`` (9.2) would be singular: a
+joint carrying only massless links (romeo's fingers), or mass on its own axis. A rotor inertia rather than a bound
+on the bodies' masses, because it adds nothing to any body: the robot's mass, centre of mass, gravity torques,
+momentum and contact behaviour stay those of its file, and where the joint carries no mass at all its coordinate
+is a lone rotor, coupled to no other, so every other coordinate's dynamics are exactly those of the file. The
+value is small against a motor's rotor inertia, and a million times the threshold below which `ModelBuilder`
+counts ``D(k)`` as singular (1e-12, relative to the carried bodies' inertia)."""
+
+
+class InertiaDefect(NamedTuple):
+    """A rotational inertia that no mass distribution has (found by `check_inertia`)."""
+
+    message: str
+    """Names the body, its principal moments and what is wrong."""
+    positive_semidefinite: bool
+    """True where only the triangle inequality breaks: the spatial inertia is still positive semi-definite and
+    the dynamics defined. False where it is not: the kinetic energy could be negative."""
+
+
+def check_inertia(mass, inertia, where, tol=1e-9) -> InertiaDefect | None:
+    """Check that (mass, rotational inertia about the com) is physically valid; ``where`` names the body.
+
+    Raises `ModelError` for malformed input, whatever the ``inertia=`` option: a negative or non-finite mass, an
+    inertia matrix that is not a finite symmetric 3x3 matrix. The checks allow ``tol`` relative to the largest
+    entry, and 1e-12 kg m^2 absolute, since published files round zero inertias to -5e-20.
+    Returns an `InertiaDefect` (else None) where the inertia is physically impossible: principal moments that are
+    not all non-negative (not positive semi-definite), or that break the triangle inequality I1 + I2 >= I3 (no
+    mass distribution has them, yet the dynamics stay well defined, and many published URDFs contain one: go1,
+    anymal, allegro, pr2). Sorted moments that satisfy the triangle inequality are non-negative.
     """
     I = np.asarray(inertia, float)
     if not np.isfinite(mass) or mass < 0:
@@ -210,10 +266,44 @@ def check_inertia(mass, inertia, where, tol=1e-9):
         raise ModelError(f"{where}: inertia matrix is not symmetric")
     e = np.linalg.eigvalsh(I)
     if e[0] < -slack:
-        raise ModelError(f"{where}: inertia is not positive semi-definite (principal moments {e})")
+        return InertiaDefect(f"{where}: inertia is not positive semi-definite (principal moments {e})", False)
     if e[0] + e[1] < e[2] * (1 - 1e-6) - slack:
-        return f"{where}: principal moments {e} break the triangle inequality I1 + I2 >= I3 (physically invalid)"
+        return InertiaDefect(f"{where}: principal moments {e} break the triangle inequality I1 + I2 >= I3 "
+                             "(physically invalid)", True)
     return None
+
+
+def _triangle_projection(e):
+    """The point of the cone ``{x in R^3: x_i + x_j >= x_k for all distinct i, j, k}`` nearest to ``e`` (3,)
+    (Euclidean): among the projections of ``e`` onto the faces ``a_k . x = 0`` (``a_k = 1 - 2 u_k``) of every
+    subset of the three constraints, the nearest one in the cone. The cone is convex, so its nearest point is one
+    of them, and the nearest feasible one."""
+    A = np.ones((3, 3)) - 2 * np.eye(3)  # row k: x_i + x_j - x_k
+    best, dist = None, np.inf
+    for subset in range(8):
+        rows = A[[k for k in range(3) if subset >> k & 1]]
+        x = e - rows.T @ np.linalg.solve(rows @ rows.T, rows @ e) if len(rows) else e
+        if np.all(A @ x >= -1e-12 * np.abs(e).max()) and np.linalg.norm(x - e) < dist:
+            best, dist = x, np.linalg.norm(x - e)
+    return best
+
+
+def nearest_physical_inertia(inertia):
+    """The physical rotational inertia (3, 3) nearest to the symmetric ``inertia`` (3, 3) in the Frobenius norm.
+
+    Physical: principal moments ``e`` with ``e_i + e_j >= e_k`` (the triangle inequality, which implies
+    ``e >= 0``). The principal axes are kept and the principal moments moved to the nearest point of that cone in
+    R^3. No physical inertia is nearer: by the Hoffman-Wielandt inequality, ``||I - J||_F`` is at least the
+    distance between the sorted moments of ``I`` and ``J``, and the moments of ``J`` lie in the cone. A physical
+    inertia is returned as it is.
+    """
+    I = np.asarray(inertia, float)
+    e, Q = np.linalg.eigh((I + I.T) / 2)
+    moments = _triangle_projection(e)
+    if np.array_equal(moments, e):
+        return I
+    P = (Q * moments) @ Q.T
+    return (P + P.T) / 2
 
 
 def _merge_inertia(parts):
@@ -243,16 +333,19 @@ class ModelBuilder:
     >>> model = b.build()
     """
 
-    def __init__(self, name="model", gravity=(0.0, 0.0, -9.81), source=None, strict_inertia=False):
-        """``strict_inertia``: raise `ModelError` for inertias that break the triangle inequality, instead of
-        warning and recording a note in ``Model.notes`` (`check_inertia`)."""
+    def __init__(self, name="model", gravity=(0.0, 0.0, -9.81), source=None, inertia="warn"):
+        """``inertia``: what to do with physically impossible inertias, one of `INERTIA_OPTIONS` (``"strict"``,
+        ``"warn"``, ``"repair"``; docs/inertia.md). ``source`` (default ``name``) names the model in errors."""
+        if inertia not in INERTIA_OPTIONS:
+            raise ValueError(f"inertia must be one of {INERTIA_OPTIONS}, got {inertia!r}")
         self.name = name
-        self.strict_inertia = strict_inertia
+        self.inertia_option = inertia
         self.gravity = np.asarray(gravity, float)
         self.source = source or name
         self._bodies: dict[str, _Body] = {}
         self._frames: list = []
         self._notes: list = []
+        self._indefinite: dict[str, str] = {}  # "warn": bodies not positive semi-definite, judged at build
 
     def add_body(self, name, parent, joint: Joint, *, joint_name=None, placement=None, mass=0.0,
                  com=(0.0, 0.0, 0.0), inertia=None, armature=None):
@@ -261,21 +354,45 @@ class ModelBuilder:
         ``placement`` (R, p) is the joint frame in the parent body frame; the body frame is the joint frame
         moved by the joint. ``com`` and ``inertia`` (3, 3) (about the com) are in the body frame. ``armature``:
         the reflected rotor inertia ``N^2 J_rotor`` of the joint's velocity coordinates, a scalar or one value per
-        coordinate (None: zeros; a fixed joint has none).
+        coordinate (None: zeros; a fixed joint has none). A physically impossible inertia is raised, kept or
+        repaired as the builder's ``inertia`` option says (`check_inertia`).
         """
         if name in self._bodies:
             raise ModelError(f"{self.source}: duplicate body {name!r}")
         inertia = np.zeros((3, 3)) if inertia is None else np.asarray(inertia, float)
         armature = _joint_armature(armature, joint, f"{self.source}: body {name!r}")
-        problem = check_inertia(float(mass), inertia, f"{self.source}: body {name!r}")
-        if problem and self.strict_inertia:
-            raise ModelError(problem)
-        if problem:
-            warnings.warn(problem, stacklevel=2)
-            self._notes.append(problem)
+        defect = check_inertia(float(mass), inertia, f"{self.source}: body {name!r}")
+        if defect is not None:
+            inertia = self._impossible_inertia(name, inertia, defect)
         self._bodies[name] = _Body(name, parent, joint, joint_name or name, _as_transform(placement), float(mass),
                                    np.asarray(com, float), inertia, armature)
         return name
+
+    def _impossible_inertia(self, name, inertia, defect: InertiaDefect):
+        """The inertia that body ``name`` keeps, under the builder's ``inertia`` option, in place of ``inertia``
+        with its `InertiaDefect`; raises under ``"strict"``. Under ``"warn"``, a body that is not positive
+        semi-definite is judged at `build`, where the bodies it is merged with are known."""
+        if self.inertia_option == "strict":
+            keep = ("loads it as it is" if defect.positive_semidefinite else
+                    "keeps it where the link is fixed to the world or merged into a positive semi-definite body")
+            raise ModelError(f"{defect.message}; inertia=\"warn\" {keep}, inertia=\"repair\" loads the nearest "
+                             "physical inertia")
+        if self.inertia_option == "repair":
+            repaired = nearest_physical_inertia(inertia)
+            before, after = np.linalg.eigvalsh(inertia), np.linalg.eigvalsh(repaired)
+            self._warn(f"{defect.message}; repaired (inertia=\"repair\") to the nearest physical inertia, "
+                       f"principal axes kept: principal moments {after}, largest change "
+                       f"{np.abs(after - before).max():.3g} kg m^2", stacklevel=4)
+            return repaired
+        if defect.positive_semidefinite:
+            self._warn(defect.message, stacklevel=4)
+        else:
+            self._indefinite[name] = defect.message
+        return inertia
+
+    def _warn(self, message, stacklevel):
+        warnings.warn(message, UserWarning, stacklevel=stacklevel)
+        self._notes.append(message)
 
     def add_frame(self, name, body, placement=None):
         """An operational frame: a pose fixed on ``body`` (a body name, or None for the world)."""
@@ -305,6 +422,10 @@ class ModelBuilder:
             raise ModelError(f"{self.source}: duplicate joint names {sorted(dup)}")
 
     def build(self) -> Model:
+        """The `Model`: fixed joints merged, bodies numbered breadth first. A builder without a movable joint
+        gives a model with ``nb = nq = nv = 0`` whose frames are all fixed to the world (as Pinocchio loads
+        one). Raises `ModelError`, or warns, or repairs, for the bodies and joints that would leave the dynamics
+        undefined, as the ``inertia`` option says (`_judge_indefinite`, `_singular_joints`)."""
         self._check_tree()
         bodies = self._bodies
         # nearest movable ancestor-or-self (None = world) and the pose relative to it
@@ -326,8 +447,6 @@ class ModelBuilder:
         for n in bodies:
             resolve(n)
         movable = [n for n in bodies if bodies[n].joint.kind is not None]
-        if not movable:
-            raise ModelError(f"{self.source}: the model has no movable joint")
 
         parts = {n: [] for n in movable}
         for n, b in bodies.items():
@@ -335,6 +454,8 @@ class ModelBuilder:
                 R, p = rel[n]
                 parts[anchor[n]].append((b.mass, R @ b.com + p, R @ b.inertia @ R.T))
         inertias = {n: _merge_inertia(parts[n]) for n in movable}
+        notes = list(self._notes)
+        notes += self._judge_indefinite(anchor, inertias)
 
         def parent_of(n):
             p = bodies[n].parent
@@ -344,15 +465,30 @@ class ModelBuilder:
             p = bodies[n].parent
             return bodies[n].placement if p is None else _compose(rel[p], bodies[n].placement)
 
-        _check_joint_inertias(movable, parent_of, joint_placement, inertias, bodies, self.source)
+        armature = {n: bodies[n].armature for n in movable}
+        singular = _singular_joints(movable, parent_of, joint_placement, inertias, bodies)
+        if singular and self.inertia_option != "repair":
+            others = f" (and {len(singular) - 1} more: {[bodies[n].joint_name for n, _ in singular[1:]]})"
+            raise ModelError(f"{self.source}: {singular[0][1]}{others if len(singular) > 1 else ''}; "
+                             f"inertia=\"repair\" gives such a joint the armature {REPAIR_ARMATURE:g}, or give "
+                             "it one (ModelBuilder.add_body's armature)")
+        for n, _ in singular:
+            armature[n] = np.maximum(armature[n], REPAIR_ARMATURE)
+        if singular:
+            names = [bodies[n].joint_name for n, _ in singular]
+            warnings.warn(f"{self.source}: the joints {names} would move no mass or inertia (a singular D(k)): "
+                          f"repaired (inertia=\"repair\") with the armature {REPAIR_ARMATURE:g} on each of their "
+                          "coordinates", UserWarning, stacklevel=2)
+            notes += [f"{self.source}: {message}; repaired (inertia=\"repair\") with the armature "
+                      f"{REPAIR_ARMATURE:g} on each of its coordinates" for _, message in singular]
 
         idx = {n: i for i, n in enumerate(movable)}
-        parent_old = np.array([-1 if parent_of(n) is None else idx[parent_of(n)] for n in movable])
+        parent_old = np.array([-1 if parent_of(n) is None else idx[parent_of(n)] for n in movable], int)
         nv_old = [bodies[n].joint.kind.nv for n in movable]
         order = breadth_first_order(parent_old, nv_old)
         new_of_old = np.argsort(order)
         names = [movable[o] for o in order]
-        parent = np.array([-1 if parent_old[o] < 0 else new_of_old[parent_old[o]] for o in order])
+        parent = np.array([-1 if parent_old[o] < 0 else new_of_old[parent_old[o]] for o in order], int)
         topo = Topology(parent, [bodies[n].joint.kind.name for n in names])
 
         X = [joint_placement(n) for n in names]
@@ -375,19 +511,21 @@ class ModelBuilder:
         if len(set(frame_names)) != len(frame_names):
             raise ModelError(f"{self.source}: duplicate frame names")
 
-        arr = lambda xs: jnp.asarray(np.asarray(xs, float))
+        def arr(xs, *shape):  # (n, *shape), also where n = 0 (a model with no movable joint, or no frame)
+            return jnp.asarray(np.asarray(xs, float).reshape((-1,) + shape))
+
         return Model(
-            X_tree=Transform(arr([x[0] for x in X]), arr([x[1] for x in X])),
-            axis=arr([bodies[n].joint.axis for n in names]),
-            coef=arr([bodies[n].joint.coef for n in names]),
+            X_tree=Transform(arr([x[0] for x in X], 3, 3), arr([x[1] for x in X], 3)),
+            axis=arr([bodies[n].joint.axis for n in names], 3),
+            coef=arr([bodies[n].joint.coef for n in names], 2),
             mass=arr([inertias[n][0] for n in names]),
-            com=arr([inertias[n][1] for n in names]),
-            inertia=arr([inertias[n][2] for n in names]),
-            gravity=arr(self.gravity),
+            com=arr([inertias[n][1] for n in names], 3),
+            inertia=arr([inertias[n][2] for n in names], 3, 3),
+            gravity=arr(self.gravity, 3)[0],
             q_lower=arr(lower),
             q_upper=arr(upper),
-            armature=arr(np.concatenate([bodies[n].armature for n in names])),
-            frame_placement=Transform(arr([f[2][0] for f in frames]), arr([f[2][1] for f in frames])),
+            armature=arr([a for n in names for a in armature[n]]),
+            frame_placement=Transform(arr([f[2][0] for f in frames], 3, 3), arr([f[2][1] for f in frames], 3)),
             topology=topo,
             body_names=tuple(names),
             joint_names=tuple(bodies[n].joint_name for n in names),
@@ -395,15 +533,37 @@ class ModelBuilder:
             frame_names=tuple(frame_names),
             frame_body=tuple(-1 if f[1] is None else names.index(f[1]) for f in frames),
             name=self.name,
-            notes=tuple(self._notes),
+            notes=tuple(notes),
         )
 
+    def _judge_indefinite(self, anchor, inertias):
+        """Under ``inertia="warn"``, the notes (each also a warning) for the bodies whose inertia is not positive
+        semi-definite but leaves the dynamics defined: a link fixed to the world (its inertia is never used), or
+        one merged by fixed joints into a body (``anchor``) whose merged inertia (``inertias``) is positive
+        semi-definite. Raises `ModelError` for the others."""
+        notes = []
+        for name, message in self._indefinite.items():
+            body = anchor[name]
+            if body is None:
+                notes.append(f"{message}; unused: the link is fixed to the world")
+            else:
+                mass, _, I = inertias[body]
+                merged = check_inertia(mass, I, f"{self.source}: body {body!r}")
+                if merged is not None and not merged.positive_semidefinite:
+                    raise ModelError(f"{message}, and so is body {body!r} with the links fixed to it: the dynamics "
+                                     "would be undefined; inertia=\"repair\" loads the nearest physical inertia")
+                notes.append(f"{message}; body {body!r}, with the links fixed to it, is positive semi-definite, so "
+                             "the dynamics are defined")
+        for note in notes:
+            warnings.warn(note, UserWarning, stacklevel=3)
+        return notes
 
-def _check_joint_inertias(movable, parent_of, joint_placement, inertias, bodies, source):
-    """Raise `ModelError` where a joint would have a singular articulated inertia ``D(k) = H R H* + diag(armature)``
-    (9.2) at the neutral configuration, ``R`` the composite inertia of the bodies it carries: a massless subtree
-    behind any joint, a subtree with inertia but no mass behind a prismatic joint, mass on the axis of a revolute
-    joint, each without armature."""
+
+def _singular_joints(movable, parent_of, joint_placement, inertias, bodies):
+    """The joints that would have a singular articulated inertia ``D(k) = H R H* + diag(armature)`` (9.2) at the
+    neutral configuration, ``R`` the composite inertia of the bodies they carry: a massless subtree behind any
+    joint, a subtree with inertia but no mass behind a prismatic joint, mass on the axis of a revolute joint, each
+    without armature. A list of (body moved, message naming the joint and the body)."""
     pose = {}  # pose of each movable body in the frame of the root joint, at the neutral configuration
 
     def pose_of(n):
@@ -418,6 +578,7 @@ def _check_joint_inertias(movable, parent_of, joint_placement, inertias, bodies,
         while n is not None:
             carried[n].append(m)
             n = parent_of(n)
+    singular = []
     for n in movable:
         R0, p0 = pose_of(n)
         parts = []
@@ -433,7 +594,8 @@ def _check_joint_inertias(movable, parent_of, joint_placement, inertias, bodies,
         D = H @ spatial @ H.T + np.diag(bodies[n].armature)
         scale = max(1.0, mass, np.abs(I).max())
         if np.linalg.eigvalsh(D).min() <= 1e-12 * scale:
-            raise ModelError(f"{source}: joint {bodies[n].joint_name!r} would have a singular articulated inertia "
-                             f"D(k) = H R H* + diag(armature) (9.2): body {n!r} and the bodies it carries have no "
-                             f"mass or inertia that the joint can move and it has no armature (mass {mass:g}, "
-                             f"rotational inertia {np.diag(I).tolist()})")
+            singular.append((n, f"joint {bodies[n].joint_name!r} would have a singular articulated inertia "
+                                f"D(k) = H R H* + diag(armature) (9.2): body {n!r} and the bodies it carries have "
+                                f"no mass or inertia that the joint can move and it has no armature (mass {mass:g}, "
+                                f"rotational inertia {np.diag(I).tolist()})"))
+    return singular

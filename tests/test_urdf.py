@@ -386,7 +386,7 @@ def test_inertia_breaking_the_triangle_inequality():
     assert "'x'" in str(record[0].message) and "bad_robot.urdf" in str(record[0].message)
     (note,) = m.notes
     assert "'x'" in note and "triangle inequality" in note
-    _error(text, "'x'", "triangle inequality", strict_inertia=True)
+    _error(text, "'x'", "triangle inequality", 'inertia="warn"', 'inertia="repair"', inertia="strict")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a valid inertia gives no warning
         assert load(robot(BASE, link("x"), joint("j0", "base", "x"))).notes == ()
@@ -427,16 +427,20 @@ def test_duplicates_and_missing_names():
     _error(robot(BASE, link("x"), link("x"), joint("j0", "base", "x")), "'x'", "duplicate")
     _error(robot(BASE, link("x"), link("y"), joint("j0", "base", "x"), joint("j0", "base", "y")), "j0", "duplicate")
     _error(robot(BASE, '<link/>'), "no name")
-    _error(robot(BASE, link("x"), joint("j0", "base", "x", "fixed", axis=None)), "no movable joint")
 
 
-def test_robot_without_movable_joint_suggests_a_floating_base():
-    """All joints fixed (or none): the error says how to load it anyway, and that way loads a free body."""
-    text = robot(BASE, link("x"), joint("j0", "base", "x", "fixed", axis=None))
-    _error(text, "no movable joint", "floating_base=True")
-    _error(robot(BASE), "no movable joint", "floating_base=True")
+def test_robot_without_movable_joint_loads_with_no_coordinates():
+    """All joints fixed (or none): a model with nv = 0 whose links are frames fixed to the world (as Pinocchio
+    loads it), with a note that floating_base=True makes it a free body."""
+    text = robot(BASE, link("x"), joint("j0", "base", "x", "fixed", axis=None, xyz="0 0 0.5"))
+    fixed = load(text)
+    for m in (fixed, load(robot(BASE))):
+        assert (m.nb, m.nq, m.nv) == (0, 0, 0) and set(m.frame_body) == {-1}
+        (note,) = m.notes
+        assert "no movable joint" in note and "floating_base=True" in note
+    assert np.allclose(fixed.frame_placement.p[fixed.frame_index("x")], [0, 0, 0.5])
     m = load(text, floating_base=True)
-    assert m.joint_types == ("free",) and m.nv == 6
+    assert m.joint_types == ("free",) and m.nv == 6 and m.notes == ()
 
 
 def test_floating_base_joint_name_does_not_clash_with_a_joint_named_root():

@@ -2,7 +2,7 @@
 
 * ``quadruped.urdf``: a 12-dof quadruped of about 12 kg (trunk; legs FL, FR, RL, RR, each with hip abduction,
   hip flexion and knee joints; fixed-joint foot frames ``FL_foot`` ...). Its inertias are those of boxes,
-  cylinders and spheres, so they pass ``strict_inertia``.
+  cylinders and spheres, so they load with ``inertia="strict"``.
 * ``four_bar_leg.urdf``: a planar four-bar leg under a body on a vertical slide, closed by a ``<loop>``;
   ``jaxmb.loops.load_urdf`` loads it with 2 degrees of freedom (slide, hip).
 * ``belt_leg.urdf``: a hip-knee-ankle leg with two rotors on the thigh, ``<coupling>``s 12:1 to the knee and (by a
@@ -30,4 +30,4 @@ def path(name: str) -> str:
 def quadruped(floating_base=True):
     """The shipped quadruped as a `jaxmb.Model`; with ``floating_base`` its trunk is joined to the world by a
     free joint named ``"root"`` (nq = 19, nv = 18), else it is fixed (nq = nv = 12)."""
-    return load_urdf(path("quadruped.urdf"), floating_base=floating_base, strict_inertia=True)
+    return load_urdf(path("quadruped.urdf"), floating_base=floating_base, inertia="strict")

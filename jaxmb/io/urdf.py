@@ -8,6 +8,10 @@
 * Inertial frames may be rotated (``rpy``); the inertia is rotated into the link frame.
 * ``mimic`` joints are loaded as independent coordinates (as Pinocchio does by default): a `UserWarning` and the
   model's ``notes`` say so. `jaxmb.loops.load_urdf` with ``mimic=True`` enforces them as couplings.
+* A robot with no movable joint (and ``floating_base=False``) loads as a model with ``nb = nq = nv = 0`` whose
+  links are frames fixed to the world (as Pinocchio loads it); its ``notes`` say so.
+* Physically impossible link inertias raise, warn or are repaired as the ``inertia`` option says
+  (docs/inertia.md).
 * xacro files (the xacro namespace, ``<xacro:...>`` elements) are refused: expand them to URDF first.
 * Visual and collision geometry (and ``package://`` mesh paths) are ignored, and so are elements other than
   ``<link>`` and ``<joint>`` (the closed-loop extensions ``<loop>``, ``<coupling>`` and ``<independent>`` are read
@@ -28,20 +32,21 @@ from jaxmb.model import ModelBuilder
 from jaxmb.rotation import rpy_to_matrix
 
 
-def load_urdf(path, floating_base=False, gravity=(0.0, 0.0, -9.81), strict_inertia=False):
+def load_urdf(path, floating_base=False, gravity=(0.0, 0.0, -9.81), inertia="warn"):
     """Load a URDF file (a path) as a `Model`.
 
-    ``strict_inertia``: raise for link inertias that break the triangle inequality instead of warning (negative
-    masses and inertias that are not positive semi-definite always raise; see `jaxmb.model.check_inertia`).
+    ``inertia``: what to do with link inertias that no body has, one of ``"strict"`` (raise), ``"warn"`` (load
+    what keeps the dynamics defined, with a warning; raise for the rest) and ``"repair"`` (load the nearest
+    physical inertias, and give a joint that moves no mass a small armature): `jaxmb.model.INERTIA_OPTIONS`,
+    docs/inertia.md. A negative or non-finite mass, or a non-symmetric inertia, always raises.
     """
     path = os.fspath(path)
-    return load_urdf_string(read_text(path), floating_base, gravity, source=path, strict_inertia=strict_inertia)
+    return load_urdf_string(read_text(path), floating_base, gravity, source=path, inertia=inertia)
 
 
-def load_urdf_string(text, floating_base=False, gravity=(0.0, 0.0, -9.81), source="<urdf string>",
-                     strict_inertia=False):
-    """Load a URDF document given as a string."""
-    return Reader(parse_robot(text, source), source).build(floating_base, gravity, strict_inertia)
+def load_urdf_string(text, floating_base=False, gravity=(0.0, 0.0, -9.81), source="<urdf string>", inertia="warn"):
+    """Load a URDF document given as a string (see `load_urdf`)."""
+    return Reader(parse_robot(text, source), source).build(floating_base, gravity, inertia)
 
 
 def read_text(path) -> str:
@@ -180,7 +185,7 @@ class Reader:
             raise self.error(el, "missing attribute 'type'")
         raise self.error(el, f"unsupported joint type {jtype!r}")
 
-    def build(self, floating_base, gravity, strict_inertia):
+    def build(self, floating_base, gravity, inertia):
         links = {}
         for link in self.robot.findall("link"):
             name = link.get("name")
@@ -215,14 +220,13 @@ class Reader:
             raise ModelError(f"{self.source}: expected one root link, found {len(roots)} ({roots[:5]}); "
                              "a cycle of joints or several disconnected trees")
 
-        movable = [el.get("name") for el in joint_of.values() if el.get("type") != "fixed"]
-        if not movable and not floating_base:
-            raise ModelError(f"{self.source}: the robot has no movable joint (every joint is fixed, or it has none): "
-                             "load it with floating_base=True to join its root link to the world by a free joint")
         self.check_mimics(joint_of)
 
-        b = ModelBuilder(self.robot.get("name", "robot"), gravity=gravity, source=self.source,
-                         strict_inertia=strict_inertia)
+        b = ModelBuilder(self.robot.get("name", "robot"), gravity=gravity, source=self.source, inertia=inertia)
+        if not floating_base and all(el.get("type") == "fixed" for el in joint_of.values()):
+            b.note(f"{self.source}: the robot has no movable joint (every joint is fixed, or it has none): loaded "
+                   "with nv = 0, its links frames fixed to the world; floating_base=True joins its root link to the "
+                   "world by a free joint")
         root = roots[0]
         m, c, I = self.inertial(links[root])
         root_name = free_root_name({el.get("name") for el in joint_of.values()}) if floating_base else "root"

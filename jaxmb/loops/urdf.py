@@ -104,26 +104,26 @@ ASSEMBLY_ITERATIONS = sum(ASSEMBLY_CHUNKS)  # 50
 
 
 def load_urdf(path, floating_base=False, gravity=(0.0, 0.0, -9.81), mimic=False, independent=None,
-              q_reference=None, strict_inertia=False):
+              q_reference=None, inertia="warn"):
     """Load a URDF file with closed loops (the format in this module's docstring) as a `jaxmb.loops.LoopModel`.
 
-    ``floating_base``, ``gravity``, ``strict_inertia``: as for `jaxmb.load_urdf`. ``mimic``: turn ``<mimic>``
+    ``floating_base``, ``gravity``, ``inertia``: as for `jaxmb.load_urdf`. ``mimic``: turn ``<mimic>``
     tags into couplings. ``independent``: joint names, overriding the file's ``<independent>``.
     ``q_reference`` (nq,): a configuration near an assembled one (default: neutral). The independent
     coordinates are chosen there, and the check that the loops close starts from there.
     """
     path = os.fspath(path)
     return load_urdf_string(read_text(path), floating_base, gravity, mimic, independent, q_reference, source=path,
-                            strict_inertia=strict_inertia)
+                            inertia=inertia)
 
 
 def load_urdf_string(text, floating_base=False, gravity=(0.0, 0.0, -9.81), mimic=False, independent=None,
-                     q_reference=None, source="<urdf string>", strict_inertia=False):
+                     q_reference=None, source="<urdf string>", inertia="warn"):
     """Load a URDF document with closed loops given as a string (see `load_urdf`)."""
     robot = parse_robot(text, source)
     reader = _LoopReader(robot, source)
     reader.mimics_enforced = mimic
-    tree = reader.build(floating_base, gravity, strict_inertia)
+    tree = reader.build(floating_base, gravity, inertia)
     return reader.close(tree, mimic, independent, q_reference)
 
 
