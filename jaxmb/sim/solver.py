@@ -21,12 +21,12 @@ contact converges over the steps and then needs few sweeps a step. Each world ru
 is what a GPU batch wants.
 
 Derivatives. At the solution ``p* = F(p*, theta)`` of one sweep ``F`` (``theta`` = A, b, mu, bounds), the implicit
-function theorem gives ``dp* = (I - dF/dp)^-1 dF/dtheta dtheta``: the tangent is solved by the same number of
-fixed-point iterations, ``dp <- dF/dtheta dtheta + dF/dp dp``, and reverse mode is its transpose, the adjoint
-iteration ``u <- g + (dF/dp)* u`` followed by ``(dF/dtheta)* u``: one sweep's derivative, never the iterations'.
-``F`` is piecewise smooth: where a contact opens, closes, or starts to slide, its derivative is that of one side of
-the switch. It stays finite, and the series of the tangent is truncated at the iteration count, so a derivative at
-a switch is finite, never NaN.
+function theorem gives ``dp* = (I - dF/dp)^-1 dF/dtheta dtheta``: the tangent is solved by fixed-point iterations
+``dp <- dF/dtheta dtheta + dF/dp dp`` under the same cap and stopping rule as the sweeps, and reverse mode by the
+adjoint iteration ``u <- g + (dF/dp)* u`` followed by ``(dF/dtheta)* u``: one sweep's derivative, never the
+iterations'. ``F`` is piecewise smooth: where a contact opens, closes, or starts to slide, its derivative is that
+of one side of the switch. It stays finite, and the series of the tangent is truncated at the iteration cap, so a
+derivative at a switch is finite, never NaN.
 """
 
 import functools
@@ -152,42 +152,56 @@ def stopping_tolerance(tolerance: float, dtype) -> float:
     return max(float(tolerance), 8 * float(jnp.finfo(dtype).eps))
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
-def solve(prob: Problem, p0, iterations: int, tolerance: float = 0.0):
-    """``p`` (n,) after at most ``iterations`` sweeps from the warm start ``p0`` (module docstring), fewer where a
-    sweep changes no impulse by more than `stopping_tolerance` times the largest impulse: a warm-started resting
-    contact stops after a few. Under ``vmap`` each world keeps its own result and the batch runs until
-    its slowest world stops. Its derivative is the implicit function theorem's at the returned point, in forward
-    and reverse mode; none flows through ``p0``."""
-    tol = stopping_tolerance(tolerance, prob.b.dtype)
+def _iterate(f, x0, iterations, tol):
+    """``x <- f(x)`` from ``x0`` until a step changes no entry by more than ``tol`` times the largest entry, at most
+    ``iterations`` steps."""
 
     def going(carry):
         k, _, change = carry
         return (k < iterations) & (change > 0)
 
     def one(carry):
-        k, p, _ = carry
-        p_next = sweep(prob, p)
-        scale = jnp.max(jnp.abs(p_next), initial=0.0)
-        change = jnp.max(jnp.abs(p_next - p), initial=0.0) - tol * scale
-        return k + 1, p_next, change
+        k, x, _ = carry
+        x_next = f(x)
+        change = jnp.max(jnp.abs(x_next - x), initial=0.0) - tol * jnp.max(jnp.abs(x_next), initial=0.0)
+        return k + 1, x_next, change
 
-    inf = jnp.asarray(jnp.inf, p0.dtype)
-    return jax.lax.while_loop(going, one, (0, p0, inf))[1]
+    return jax.lax.while_loop(going, one, (0, x0, jnp.asarray(jnp.inf, x0.dtype)))[1]
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
+def solve(prob: Problem, p0, iterations: int, tolerance: float = 0.0):
+    """``p`` (n,) after at most ``iterations`` sweeps from the warm start ``p0`` (module docstring), fewer where a
+    sweep changes no impulse by more than `stopping_tolerance` times the largest impulse: a warm-started resting
+    contact stops after a few. Under ``vmap`` each world keeps its own result and the batch runs until its
+    slowest world stops. Its derivative is the implicit function theorem's at the returned point, in forward and
+    reverse mode; none flows through ``p0``."""
+    return _iterate(lambda p: sweep(prob, p), p0, iterations, stopping_tolerance(tolerance, prob.b.dtype))
 
 
 @solve.defjvp
 @full_precision
 def _solve_jvp(iterations, tolerance, primals, tangents):
-    """``dp = dF/dtheta dtheta + dF/dp dp`` solved by ``iterations`` fixed-point steps: linear in the tangent, so
-    reverse mode transposes it into the adjoint iteration ``u = g + (dF/dp)* u``, then ``(dF/dtheta)* u``. Traced
-    when a derivative is taken, outside the caller's precision context: full precision is its own."""
+    """``dp`` solves ``(I - dF/dp) dp = dF/dtheta dtheta`` by the fixed-point iteration ``dp <- dF/dtheta dtheta +
+    dF/dp dp`` with the solve's own stopping rule; as a `jax.lax.custom_linear_solve`, reverse mode runs the
+    adjoint iteration ``u <- g + (dF/dp)* u`` (then ``(dF/dtheta)* u``) with the same rule, not the transpose of
+    the iterations. Traced when a derivative is taken, outside the caller's precision context: full precision is
+    its own."""
     prob, p0 = primals
     d_prob, _ = tangents
     p = solve(prob, p0, iterations, tolerance)
+    tol = stopping_tolerance(tolerance, p.dtype)
     _, forced = jax.jvp(lambda theta: sweep(theta, p), (prob,), (d_prob,))
     _, along_p = jax.linearize(lambda x: sweep(prob, x), p)
-    return p, jax.lax.fori_loop(0, iterations, lambda _, dp: forced + along_p(dp), forced)
+
+    def tangent(_, rhs):
+        return _iterate(lambda dp: rhs + along_p(dp), rhs, iterations, tol)
+
+    def adjoint(_, rhs):
+        along_p_t = jax.linear_transpose(along_p, p)
+        return _iterate(lambda u: rhs + along_p_t(u)[0], rhs, iterations, tol)
+
+    return p, jax.lax.custom_linear_solve(lambda x: x - along_p(x), forced, tangent, adjoint)
 
 
 def residuals(prob: Problem, p):
