@@ -12,6 +12,7 @@ import pinocchio as pin
 import pytest
 
 import jaxmb
+import jaxmb.loops as jaxmb_loops
 from jaxmb import joints
 from jaxmb.io.pinocchio import PinocchioMap
 from pinocchio_bridge import load_pair, merged_frames, run_fast, urdf_path
@@ -457,9 +458,17 @@ def test_floating_base_joint_name_does_not_clash_with_a_joint_named_root():
 
 
 def test_mimic_of_a_missing_joint_names_both_joints():
+    """Loaded as independent coordinates (as Pinocchio loads them), a mimic of a joint the file lacks is named in
+    the mimic warning; enforced as a coupling, it is an error naming both joints."""
     extra = '<mimic joint="ghost" multiplier="2"/>'
     text = robot(BASE, link("x"), link("y"), joint("j0", "base", "x"), joint("follower", "base", "y", extra=extra))
-    _error(text, "<mimic> in <joint name='follower'>", "joint 'ghost' does not exist", "'follower' mimics")
+    with pytest.warns(UserWarning, match="'follower' \\(mimics 'ghost', a joint the file lacks\\)"):
+        model = jaxmb.load_urdf_string(text)
+    assert model.nv == 2 and any("'ghost', a joint the file lacks" in n for n in model.notes)
+    with pytest.raises(jaxmb.ModelError) as err:
+        jaxmb_loops.load_urdf_string(text, mimic=True)
+    for part in ("<mimic> in <joint name='follower'>", "joint 'ghost' does not exist", "'follower' mimics"):
+        assert part in str(err.value)
     text = robot(BASE, link("x"), link("y"), joint("j0", "base", "x"),
                  joint("follower", "base", "y", extra='<mimic multiplier="2"/>'))
     _error(text, "<mimic> in <joint name='follower'>", "missing attribute 'joint'")

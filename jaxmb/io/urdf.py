@@ -251,18 +251,22 @@ class Reader:
             b.add_body(child, parent_of[child], self.joint(el), joint_name=el.get("name"),
                        placement=self.origin(el, el), mass=m, com=c, inertia=I)
             if el.find("mimic") is not None and el.get("type") != "fixed":  # a fixed joint is merged, not loaded
-                mimics.append((el.get("name"), el.find("mimic").get("joint")))
-                b.note(f"joint {el.get('name')!r} mimics {el.find('mimic').get('joint')!r}: loaded as an "
-                       "independent joint (its coupling is not enforced)")
+                reference = el.find("mimic").get("joint")
+                missing = "" if reference in {j.get("name") for j in joint_of.values()} else ", a joint the file lacks"
+                mimics.append((el.get("name"), reference, missing))
+                b.note(f"joint {el.get('name')!r} mimics {reference!r}{missing}: loaded as an independent joint (its "
+                       "coupling is not enforced)")
         if mimics and not self.mimics_enforced:
-            pairs = ", ".join(f"{j!r} (mimics {r!r})" for j, r in mimics)
+            pairs = ", ".join(f"{j!r} (mimics {r!r}{missing})" for j, r, missing in mimics)
             warnings.warn(f"{self.source}: the mimic joints {pairs} load as independent coordinates: their "
                           "couplings are not enforced (jaxmb.loops.load_urdf(..., mimic=True) enforces them)",
                           UserWarning, stacklevel=3)
         return b.build()
 
     def check_mimics(self, joint_of):
-        """Raise `ModelError` for a ``<mimic>`` without a ``joint`` attribute or naming a joint the file lacks."""
+        """Raise `ModelError` for a ``<mimic>`` without a ``joint`` attribute, and, where mimics are enforced, for
+        one naming a joint the file lacks. Where they load as independent coordinates (the default, as Pinocchio
+        loads them) such a coupling could not be enforced anyway, and the mimic warning names it."""
         names = {el.get("name") for el in joint_of.values()}
         for el in joint_of.values():
             tag = el.find("mimic")
@@ -271,6 +275,6 @@ class Reader:
             reference = tag.get("joint")
             if reference is None:
                 raise self.error(tag, "missing attribute 'joint' (the joint it mimics)", el)
-            if reference not in names:
+            if reference not in names and self.mimics_enforced:
                 raise self.error(tag, f"joint {reference!r} does not exist (joint {el.get('name')!r} mimics it)",
                                  el)
