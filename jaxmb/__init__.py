@@ -62,6 +62,7 @@ from jaxmb.dynamics.opspace import (
     upsilon,
 )
 from jaxmb.errors import ModelError
+from jaxmb.io.mjcf import load_mjcf
 from jaxmb.io.urdf import load_urdf, load_urdf_string
 from jaxmb.kinematics import (
     bias_accelerations,

@@ -3,7 +3,7 @@
 Conventions, fixed once for the whole library:
 
 * Spatial vectors are angular first: a velocity is ``V = [w; v]`` (1.20), a force ``f = [n; f]`` (1.46).
-  Pinocchio orders them linear first; `jaxmb.testing` has the converters.
+  Pinocchio orders them linear first; `jaxmb.io.pinocchio` has the converters.
 * A rigid transform is a `Transform` ``(R, p)``: the pose of a child frame in a parent frame. ``R`` (3, 3)
   maps child coordinates to parent coordinates; ``p`` (3,) is the child origin in parent coordinates.
 * With the child ``k`` and its parent ``P``, Jain's operators act as (1.31, 1.41)::
