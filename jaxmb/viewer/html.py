@@ -81,7 +81,7 @@ def html_document(what, qs, dt=1.0 / 30.0, *, spacing=None, camera=None, grid=Tr
     box = bounds(motion, offsets, margin)
     if camera is None:
         camera = (box.center + CAMERA_DIRECTION * max(box.radius / np.sin(0.5 * CAMERA_FOV), 0.5), box.center)
-    with contextlib.redirect_stdout(io.StringIO()):  # viser announces its server and its stop on stdout
+    with contextlib.redirect_stdout(io.StringIO()), quiet_rich():  # viser announces its server and its stop
         server = viser.ViserServer(host="127.0.0.1", port=0, label=title or d.model.name, verbose=False)
         try:
             server.scene.set_up_direction("+z")
@@ -100,6 +100,23 @@ def html_document(what, qs, dt=1.0 / 30.0, *, spacing=None, camera=None, grid=Tr
             return serializer.as_html(dark_mode=dark_mode)
         finally:
             server.stop()
+
+
+@contextlib.contextmanager
+def quiet_rich():
+    """Silence the ``rich`` library's console meanwhile, in every thread (viser prints through it from its server's
+    thread; in Jupyter ``rich`` displays its output as HTML, which no redirection of stdout reaches)."""
+    try:
+        import rich
+    except ImportError:
+        yield
+        return
+    console = rich.get_console()
+    quiet, console.quiet = console.quiet, True
+    try:
+        yield
+    finally:
+        console.quiet = quiet
 
 
 def add_worlds(viser, scene, d, motion, offsets, box, grid) -> dict:
