@@ -5,7 +5,9 @@ Every actuator drives one velocity coordinate ``j`` and produces the force of Mu
     f = clip(gain u + bias_q q_j + bias_qd qd_j, -force_limit, force_limit),     u = clip(ctrl, ctrl_range)
 
 a motor ``gain = gear``; a position servo (PD) ``gain = kp, bias_q = -kp, bias_qd = -kv``, so that
-``f = kp (u - q_j) - kv qd_j``; a velocity servo ``gain = kv, bias_qd = -kv``. Their numbers are leaves of the
+``f = kp (u - q_j) - kv qd_j``; a velocity servo ``gain = kv, bias_qd = -kv``. A servo's ``gear`` ``g`` is MuJoCo's:
+it acts on the actuator's length ``g q_j`` and velocity ``g qd_j`` and its force reaches the joint times ``g``
+(``gain = g kp, bias_q = -g^2 kp, bias_qd = -g^2 kv``). Their numbers are leaves of the
 scene, so a batch of scenes with randomized gains is a ``vmap``; which coordinate each one drives is static.
 Coulomb friction of the joints is a constraint of the contact solver (`jaxmb.sim.constraints`), or the smooth
 ``-frictionloss tanh(qd / v_s)`` of `passive_forces`.
@@ -34,21 +36,27 @@ class Actuator:
     force_limit: float
     ctrl_range: tuple
     coordinate: int = 0
+    name: str | None = None
 
 
-def motor(joint, gear=1.0, force_limit=None, ctrl_range=None, coordinate=0) -> Actuator:
-    """A torque (or force) source on ``joint``'s velocity coordinate ``coordinate``: ``f = gear u``."""
-    return Actuator(joint, "motor", gear, 0.0, 0.0, _limit(force_limit), _range(ctrl_range), coordinate)
+def motor(joint, gear=1.0, force_limit=None, ctrl_range=None, coordinate=0, name=None) -> Actuator:
+    """A torque (or force) source on ``joint``'s velocity coordinate ``coordinate``: ``f = gear u``. ``name``
+    (default ``"motor:<joint>"``) names it in the scene and in errors."""
+    return Actuator(joint, "motor", gear, 0.0, 0.0, _limit(force_limit), _range(ctrl_range), coordinate, name)
 
 
-def position(joint, kp, kv=0.0, force_limit=None, ctrl_range=None) -> Actuator:
-    """A position servo on a one-coordinate joint: ``f = kp (u - q) - kv qd``, ``u`` the target position."""
-    return Actuator(joint, "position", kp, -kp, -kv, _limit(force_limit), _range(ctrl_range))
+def position(joint, kp, kv=0.0, force_limit=None, ctrl_range=None, gear=1.0, name=None) -> Actuator:
+    """A position servo on a one-coordinate joint: ``f = kp (u - q) - kv qd``, ``u`` the target position; with a
+    ``gear`` ``g``, ``f = g (kp (u - g q) - kv g qd)`` (module docstring)."""
+    return Actuator(joint, "position", gear * kp, -gear * gear * kp, -gear * gear * kv, _limit(force_limit),
+                    _range(ctrl_range), 0, name)
 
 
-def velocity(joint, kv, force_limit=None, ctrl_range=None) -> Actuator:
-    """A velocity servo on a one-coordinate joint: ``f = kv (u - qd)``, ``u`` the target velocity."""
-    return Actuator(joint, "velocity", kv, 0.0, -kv, _limit(force_limit), _range(ctrl_range))
+def velocity(joint, kv, force_limit=None, ctrl_range=None, gear=1.0, name=None) -> Actuator:
+    """A velocity servo on a one-coordinate joint: ``f = kv (u - qd)``, ``u`` the target velocity; with a ``gear``
+    ``g``, ``f = g kv (u - g qd)``."""
+    return Actuator(joint, "velocity", gear * kv, 0.0, -gear * gear * kv, _limit(force_limit), _range(ctrl_range),
+                    0, name)
 
 
 def _limit(force_limit):
@@ -90,7 +98,7 @@ def actuators(model, specs) -> Actuators:
     gains, limits or range are not finite, non-negative or ordered."""
     rows, v_index, q_index, names = [], [], [], []
     for i, a in enumerate(specs):
-        where = f"actuator {i} ({a.kind} on joint {a.joint!r})"
+        where = f"actuator {i if a.name is None else repr(a.name)} ({a.kind} on joint {a.joint!r})"
         try:
             q_slice, v_slice = model.joint_coordinates(a.joint)
         except KeyError as e:
@@ -104,7 +112,7 @@ def actuators(model, specs) -> Actuators:
         numbers = np.array([a.gain, a.bias_q, a.bias_qd], float)
         if not np.all(np.isfinite(numbers)):
             raise ModelError(f"{where}: gains must be finite, got {numbers.tolist()}")
-        if a.kind != "motor" and (a.gain < 0 or a.bias_qd > 0):
+        if a.kind != "motor" and (a.bias_q > 0 or a.bias_qd > 0):
             raise ModelError(f"{where}: servo gains must be non-negative")
         lo, hi = a.ctrl_range
         if not (a.force_limit > 0) or np.isnan(lo) or np.isnan(hi) or not lo < hi:
@@ -113,7 +121,7 @@ def actuators(model, specs) -> Actuators:
         rows.append([a.gain, a.bias_q, a.bias_qd, a.force_limit, lo, hi])
         v_index.append(v_slice.start + a.coordinate)
         q_index.append(q_slice.start if a.kind != "motor" or n == 1 else -1)
-        names.append(f"{a.kind}:{a.joint}" + (f"[{a.coordinate}]" if n > 1 else ""))
+        names.append(a.name if a.name is not None else f"{a.kind}:{a.joint}" + (f"[{a.coordinate}]" if n > 1 else ""))
     values = np.asarray(rows, float).reshape(-1, 6).T
     leaves = [jnp.asarray(v, model.mass.dtype) for v in values]
     return Actuators(*leaves, v_index=tuple(v_index), q_index=tuple(q_index), names=tuple(names))
