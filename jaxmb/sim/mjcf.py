@@ -1,0 +1,499 @@
+"""The simulator scene of an MJCF model (or of anything MuJoCo compiles), read from MuJoCo's compiled model.
+
+`load_mjcf_scene` compiles the source with MuJoCo, loads its dynamics model (`jaxmb.io.mjcf.load_mjcf`), matches
+the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes beside the model:
+
+* geoms, each on the jaxmb body that carries its MuJoCo body (`MujocoMap.pose_on_body`): plane, sphere, capsule and
+  box as they are; a cylinder as the capsule of its radius and overall length, an ellipsoid as the sphere of its
+  largest radius, a mesh as its bounding box in the geom frame (``geom_aabb``, MuJoCo's compile of the mesh); the
+  friction ``geom_friction[:, 0]``, zero for a geom of ``condim`` 1. Geoms with ``contype = conaffinity = 0`` that
+  no ``<pair>`` names are visual and left out; height fields and SDF geoms are left out with a warning.
+* the pairs that collide, by MuJoCo's rules (`contact_pairs`): the explicit ``<pair>`` elements, then every two
+  geoms whose ``contype`` and ``conaffinity`` bitmasks meet (``contype1 & conaffinity2 | contype2 & conaffinity1``)
+  on different weld bodies, neither excluded by ``<exclude>`` nor, unless the model disables ``filterparent``, a
+  body and its parent (neither the world); passed to `jaxmb.sim.make_scene` as ``pairs_include``.
+* actuators with a joint transmission on a hinge or slide, no activation dynamics, a fixed gain and no bias or an
+  affine one that is a motor (no bias), a position servo (``biasprm = [0, -kp, -kv]``) or a velocity servo
+  (``biasprm = [0, 0, -kv]``): `jaxmb.sim.motor`, `position`, `velocity` with MuJoCo's gear, ``ctrlrange`` where
+  ``ctrllimited`` and ``forcerange`` (symmetric) where ``forcelimited``, named as in MuJoCo.
+* joint damping ``dof_damping`` and friction loss ``dof_frictionloss`` per degree of freedom; joint limits (in the
+  model) enforced unless the model disables them; the integrator (``Euler`` -> ``"euler"``, ``RK4`` -> ``"rk4"``,
+  ``implicit`` and ``implicitfast`` -> ``"implicit"``) and the solver's ``iterations``; the time step ``dt``.
+* keyframes in jaxmb's coordinates (`Keyframe`).
+* equality constraints that close a loop of one-degree-of-freedom joints, as constraints of a
+  `jaxmb.loops.LoopModel`: ``connect`` -> `jaxmb.loops.loop_closure` of kind ``"ball"`` (``"planar"`` where the
+  loop is planar, whose third row would vanish), ``weld`` -> ``"weld"`` (as ``connect`` where its ``torquescale`` is
+  zero), ``joint`` -> `jaxmb.loops.coupling` (a linear polynomial) or `jaxmb.loops.explicit` (the polynomial). The
+  reference configuration is the pose the file draws (``qpos0``). They hold exactly, where MuJoCo's are soft
+  (``solref``, ``solimp``). A constraint that cannot be embedded (one through a free or ball joint, one that fixes
+  a joint, an inactive one, a tendon's) is left out with a warning.
+
+Everything else the scene leaves out or changes is named in one `UserWarning` (and in `MjcfScene.left_out`),
+together with what the dynamics model leaves out (`jaxmb.io.mjcf.not_loaded`).
+"""
+
+import warnings
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmb.errors import ModelError
+from jaxmb.io.mjcf import JOINT_TYPES, compile_mjcf, load_mjcf, mujoco_module, mujoco_names, not_loaded, unique
+from jaxmb.io.mujoco import MujocoMap, mujoco_map
+from jaxmb.loops import close_loops, coupling, explicit, loop_closure
+from jaxmb.sim.actuators import motor, position, velocity
+from jaxmb.sim.closed_loops import is_closed
+from jaxmb.sim.geometry import box, capsule, plane, sphere
+from jaxmb.sim.scene import Scene, make_scene
+
+GEOM_TYPES = {0: "plane", 1: "hfield", 2: "sphere", 3: "capsule", 4: "ellipsoid", 5: "cylinder", 6: "box",
+              7: "mesh", 8: "sdf"}
+"""MuJoCo's ``mjtGeom`` values and their names."""
+
+INTEGRATORS = {0: "euler", 1: "rk4", 2: "implicit", 3: "implicit"}
+"""The jaxmb integrator of each MuJoCo ``mjtIntegrator`` (Euler, RK4, implicit, implicitfast)."""
+
+_THINNEST = 1e-6  # half size given to a flat mesh's bounding box along its flat direction
+
+
+class Keyframe(NamedTuple):
+    """A MuJoCo keyframe in the scene's coordinates, ready for ``jaxmb.sim.init_state(scene, q, qd)``: ``q`` (nq,)
+    (quaternions normalized), ``qd`` (nv,) (for a closed-loop scene the independent velocities ``yd`` (ny,)),
+    ``ctrl`` (nu,) the controls of the scene's actuators, ``time`` MuJoCo's ``key_time``."""
+
+    q: np.ndarray
+    qd: np.ndarray
+    ctrl: np.ndarray
+    time: float
+
+
+class MjcfScene(NamedTuple):
+    """What `load_mjcf_scene` reads.
+
+    scene          the `jaxmb.sim.Scene` (its model a `jaxmb.Model`, or a `jaxmb.loops.LoopModel` where equality
+                   constraints close loops)
+    dt             MuJoCo's time step ``opt.timestep``
+    keyframes      {name: `Keyframe`}; an unnamed keyframe ``k`` is ``"key<k>"``
+    mujoco_map     the `jaxmb.io.mujoco.MujocoMap` between the (spanning) tree and ``mj``
+    mj             the compiled ``mujoco.MjModel``
+    geom_ids       (ng,) the MuJoCo geom of each scene geom
+    actuator_ids   (nu,) the MuJoCo actuator of each scene actuator (``ctrl = ctrl_mujoco[actuator_ids]``)
+    equality_ids   the MuJoCo equality constraint of each loop constraint of the scene's model
+    left_out       what the scene leaves out or changes, one entry per kind (the warning's)
+    """
+
+    scene: Scene
+    dt: float
+    keyframes: dict
+    mujoco_map: MujocoMap
+    mj: object
+    geom_ids: tuple
+    actuator_ids: tuple
+    equality_ids: tuple
+    left_out: tuple
+
+
+def load_mjcf_scene(source, *, assets=None, **make_scene_options) -> MjcfScene:
+    """The simulator scene of ``source`` (module docstring): a path to an .xml (or .urdf) file, an MJCF document as
+    a string, a ``mujoco.MjSpec`` or a compiled ``mujoco.MjModel``, as `jaxmb.io.mjcf.load_mjcf` takes it;
+    ``assets`` ({file name: bytes}) gives MuJoCo the files of a string.
+
+    ``make_scene_options`` (`jaxmb.sim.make_scene`'s keywords) replace what is read from the model: e.g.
+    ``integrator="rk4"``, ``iterations=30``, ``contact="compliant"``.
+
+    Raises `jaxmb.ModelError` naming the source and the geom, actuator or option that `jaxmb.sim.make_scene`
+    rejects; one `UserWarning` names what the scene leaves out.
+    """
+    mujoco = mujoco_module()
+    mj, source_name = compile_mjcf(source, assets)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # its entries are in this function's one warning
+        tree = load_mjcf(mj)
+    m = mujoco_map(tree, mj)
+    names = mujoco_names(mj)
+    off = _disabled(mujoco, mj)
+    left = [e for e in not_loaded(mj, names) if not e.startswith("equality constraints")]
+
+    geoms, geom_ids, geom_names = _geoms(mj, tree, m, left)
+    chosen = [] if off["contact"] else contact_pairs(mj)
+    pairs = _scene_pairs(mj, chosen, geom_ids, geom_names, [g.body for g in geoms], left)
+    specs, actuator_ids = _actuators(mujoco, mj, names, off, left)
+    damping = None if off["damper"] else _per_coordinate(mj, m, mj.dof_damping, "damping", names, left)
+    frictionloss = None
+    if not off["frictionloss"] and np.any(mj.dof_frictionloss > 0):
+        frictionloss = _per_coordinate(mj, m, mj.dof_frictionloss, "friction loss", names, left, coulomb=True)
+    model, equality_ids = tree, ()
+    if not off["equality"]:
+        model, equality_ids = _closed_model(mujoco, mj, tree, m, names, left)
+    elif mj.neq:
+        left.append(_listing("equality constraints (disabled in the model)",
+                             [mj.equality(e).name or f"equality{e}" for e in range(mj.neq)]))
+    integrator = INTEGRATORS.get(int(mj.opt.integrator))
+    if integrator is None:
+        integrator = "implicit"
+        left.append(f"the {_enum_name(mujoco.mjtIntegrator(int(mj.opt.integrator)))} integrator (the scene steps "
+                    "with \"implicit\")")
+
+    options = dict(pairs_include=pairs if geoms else None, actuators=specs, damping=damping,
+                   frictionloss=frictionloss, limits=not off["limit"], integrator=integrator,
+                   iterations=int(mj.opt.iterations))
+    options.update(make_scene_options)
+    try:
+        scene = make_scene(model, geoms, **options)
+    except ModelError as e:
+        raise ModelError(f"{source_name}: {e}") from None
+    keyframes = _keyframes(mujoco, mj, m, model, actuator_ids)
+    if left:
+        warnings.warn(f"{source_name}: left out of the simulator scene: " + "; ".join(left), UserWarning,
+                      stacklevel=2)
+    return MjcfScene(scene, float(mj.opt.timestep), keyframes, m, mj, tuple(geom_ids), tuple(actuator_ids),
+                     tuple(equality_ids), tuple(left))
+
+
+def _disabled(mujoco, mj) -> dict:
+    """Which of the scene's parts the model's ``opt.disableflags`` turn off (``constraint`` turns off contact,
+    limits, equality constraints and friction loss together)."""
+    flags, bit = int(mj.opt.disableflags), mujoco.mjtDisableBit
+    on = lambda b: bool(flags & int(b))
+    constraint = on(bit.mjDSBL_CONSTRAINT)
+    return dict(contact=constraint or on(bit.mjDSBL_CONTACT), limit=constraint or on(bit.mjDSBL_LIMIT),
+                equality=constraint or on(bit.mjDSBL_EQUALITY),
+                frictionloss=constraint or on(bit.mjDSBL_FRICTIONLOSS), damper=on(bit.mjDSBL_DAMPER),
+                actuation=on(bit.mjDSBL_ACTUATION), clampctrl=on(bit.mjDSBL_CLAMPCTRL))
+
+
+def _listing(what, items):
+    return f"{what} {', '.join(repr(n) for n in items)}"
+
+
+def _enum_name(value):
+    """``"joint"`` of ``mjtTrn.mjTRN_JOINT``: a MuJoCo enum value's name without its prefix, in lower case."""
+    return value.name.split("_", 1)[1].lower()
+
+
+# -- geoms and pairs ----------------------------------------------------------------------------------------------
+
+
+def geom_names(mj) -> list:
+    """The scene's name of each MuJoCo geom: MuJoCo's, else ``"geom<id>"`` (with a suffix where taken)."""
+    given = [mj.geom(g).name for g in range(mj.ngeom)]
+    taken = {n for n in given if n}
+    return [n or unique(f"geom{g}", taken) for g, n in enumerate(given)]
+
+
+def _geoms(mj, tree, m, left):
+    """``(geoms, MuJoCo ids, names of all MuJoCo geoms)``: the `jaxmb.sim.geometry` shapes of the geoms that can
+    collide (module docstring); what is replaced or left out goes to ``left``."""
+    names = geom_names(mj)
+    paired = {int(g) for g in mj.pair_geom1} | {int(g) for g in mj.pair_geom2}
+    geoms, ids = [], []
+    replaced = {"cylinder": [], "ellipsoid": [], "mesh": []}
+    unsupported = []
+    for g in range(mj.ngeom):
+        if mj.geom_contype[g] == 0 and mj.geom_conaffinity[g] == 0 and g not in paired:
+            continue  # visual
+        kind = GEOM_TYPES.get(int(mj.geom_type[g]), str(int(mj.geom_type[g])))
+        if kind in ("hfield", "sdf") or kind not in GEOM_TYPES.values():
+            unsupported.append(f"{names[g]} ({kind})")
+            continue
+        b, T = m.pose_on_body(int(mj.geom_bodyid[g]), mj.geom_pos[g], mj.geom_quat[g])
+        body = None if b < 0 else tree.body_names[b]
+        R, p = np.asarray(T.R), np.asarray(T.p)
+        size = np.asarray(mj.geom_size[g], float)
+        friction = 0.0 if mj.geom_condim[g] == 1 else float(mj.geom_friction[g, 0])
+        named = dict(name=names[g], friction=friction)
+        if kind == "plane":
+            geom = plane(body, R[:, 2], p, **named)
+        elif kind == "sphere":
+            geom = sphere(body, size[0], p, **named)
+        elif kind == "ellipsoid":
+            geom = sphere(body, size.max(), p, **named)
+        elif kind == "capsule":
+            geom = capsule(body, size[0], size[1], p, R, **named)
+        elif kind == "cylinder":
+            geom = capsule(body, size[0], max(size[1] - size[0], 0.0), p, R, **named)
+        elif kind == "box":
+            geom = box(body, size, p, R, **named)
+        else:  # mesh: its bounding box in the geom frame, (centre, half sizes)
+            centre, half = np.asarray(mj.geom_aabb[g, :3], float), np.asarray(mj.geom_aabb[g, 3:], float)
+            geom = box(body, np.maximum(half, _THINNEST), p + R @ centre, R, **named)
+        if kind in replaced:
+            replaced[kind].append(names[g])
+        geoms.append(geom)
+        ids.append(g)
+    for kind, what in (("cylinder", "cylinders replaced by capsules of the same radius and overall length"),
+                       ("ellipsoid", "ellipsoids replaced by spheres of their largest radius"),
+                       ("mesh", "meshes replaced by their bounding boxes")):
+        if replaced[kind]:
+            left.append(_listing(what, replaced[kind]))
+    if unsupported:
+        left.append(f"geoms of kinds without a jaxmb shape: {', '.join(unsupported)}")
+    condim = [names[g] for g in ids if mj.geom_condim[g] > 3]
+    if condim:
+        left.append(_listing("torsional and rolling friction (condim 4, 6) of geoms", condim))
+    margin = [names[g] for g in ids if mj.geom_margin[g] != 0 or mj.geom_gap[g] != 0]
+    if margin:
+        left.append(_listing("contact margins and gaps of geoms", margin))
+    priority = [names[g] for g in ids if mj.geom_priority[g] != 0]
+    if priority:
+        left.append(_listing("priorities of geoms (a pair's friction is the larger of its two geoms')", priority))
+    return geoms, ids, names
+
+
+def contact_pairs(mj) -> list:
+    """``[(geom1, geom2, pair)]``: the MuJoCo geom pairs that MuJoCo checks for contact, by its rules (module
+    docstring): each explicit ``<pair>`` (``pair`` its index), then each other pair of geoms whose bitmasks meet,
+    on different weld bodies, not excluded and (with ``filterparent``) not parent and child (``pair`` -1).
+    Plane-plane and plane-height-field pairs, which MuJoCo never collides, are left out."""
+    mujoco = mujoco_module()
+    out, seen = [], set()
+    for k in range(mj.npair):
+        g1, g2 = int(mj.pair_geom1[k]), int(mj.pair_geom2[k])
+        out.append((g1, g2, k))
+        seen.add(frozenset((g1, g2)))
+    filterparent = not int(mj.opt.disableflags) & int(mujoco.mjtDisableBit.mjDSBL_FILTERPARENT)
+    excluded = {frozenset((int(s) >> 16, int(s) & 0xFFFF)) for s in mj.exclude_signature}
+    weld, parent = np.asarray(mj.body_weldid), np.asarray(mj.body_parentid)
+    contype, conaffinity = np.asarray(mj.geom_contype), np.asarray(mj.geom_conaffinity)
+    never = {frozenset(("plane",)), frozenset(("plane", "hfield"))}
+    for g1 in range(mj.ngeom):
+        meets = np.flatnonzero((contype[g1] & conaffinity) | (contype & conaffinity[g1]))
+        for g2 in meets[meets > g1]:
+            g2 = int(g2)
+            b1, b2 = int(mj.geom_bodyid[g1]), int(mj.geom_bodyid[g2])
+            w1, w2 = weld[b1], weld[b2]
+            if w1 == w2 or frozenset((b1, b2)) in excluded or frozenset((g1, g2)) in seen:
+                continue
+            if filterparent and w1 != 0 and w2 != 0 and (w1 == weld[parent[w2]] or w2 == weld[parent[w1]]):
+                continue
+            kinds = frozenset(GEOM_TYPES.get(int(mj.geom_type[g]), "") for g in (g1, g2))
+            if kinds in never:
+                continue
+            out.append((g1, g2, -1))
+    return out
+
+
+def _scene_pairs(mj, chosen, geom_ids, names, bodies, left):
+    """``pairs_include`` (geom names) of the chosen MuJoCo pairs whose geoms are both in the scene and can
+    collide in jaxmb (not both fixed to the world, not two planes); the explicit pairs whose friction or condim
+    the scene cannot give go to ``left``."""
+    body = dict(zip(geom_ids, bodies))
+    out, friction = [], []
+    for g1, g2, k in chosen:
+        if g1 not in body or g2 not in body or (body[g1] is None and body[g2] is None):
+            continue
+        if mj.geom_type[g1] == 0 and mj.geom_type[g2] == 0:
+            continue
+        out.append((names[g1], names[g2]))
+        if k >= 0:
+            mu = [0.0 if mj.geom_condim[g] == 1 else float(mj.geom_friction[g, 0]) for g in (g1, g2)]
+            if mj.pair_dim[k] != 3 or not np.isclose(mj.pair_friction[k, 0], max(mu)):
+                friction.append(mj.pair(k).name or f"{names[g1]}-{names[g2]}")
+    if friction:
+        left.append(_listing("friction and condim of contact pairs (their geoms' larger friction, condim 3, "
+                             "instead)", friction))
+    return out
+
+
+# -- actuators ----------------------------------------------------------------------------------------------------
+
+
+def _actuators(mujoco, mj, names, off, left):
+    """``(specs, MuJoCo ids)`` of the actuators the scene takes (module docstring); the others, each with why, go
+    to ``left``."""
+    if off["actuation"]:
+        if mj.nu:
+            left.append(_listing("actuators (actuation disabled in the model)",
+                                 [mj.actuator(a).name or f"actuator{a}" for a in range(mj.nu)]))
+        return [], []
+    specs, ids, dropped = [], [], []
+    for a in range(mj.nu):
+        label = mj.actuator(a).name or f"actuator{a}"
+        spec = _actuator(mujoco, mj, names, a, label, off)
+        if isinstance(spec, str):
+            dropped.append(f"{label!r} ({spec})")
+        else:
+            specs.append(spec)
+            ids.append(a)
+    if dropped:
+        left.append("actuators " + ", ".join(dropped))
+    frc = [names.joints[j] for j in range(mj.njnt) if mj.jnt_actfrclimited[j]]
+    if frc:
+        left.append(_listing("actuator force ranges of joints", frc))
+    return specs, ids
+
+
+def _actuator(mujoco, mj, names, a, label, off):
+    """The `jaxmb.sim.actuators` spec of MuJoCo actuator ``a``, or why the scene cannot take it (a string)."""
+    trn, dyn = int(mj.actuator_trntype[a]), int(mj.actuator_dyntype[a])
+    gaintype, biastype = int(mj.actuator_gaintype[a]), int(mj.actuator_biastype[a])
+    if trn not in (mujoco.mjtTrn.mjTRN_JOINT, mujoco.mjtTrn.mjTRN_JOINTINPARENT):
+        return f"{_enum_name(mujoco.mjtTrn(trn))} transmission"
+    j = int(mj.actuator_trnid[a, 0])
+    kind = JOINT_TYPES[mj.jnt_type[j]]
+    if kind not in ("hinge", "slide"):
+        return f"on the {kind} joint {names.joints[j]!r}"
+    if dyn != mujoco.mjtDyn.mjDYN_NONE:
+        return f"{_enum_name(mujoco.mjtDyn(dyn))} activation dynamics"
+    if gaintype != mujoco.mjtGain.mjGAIN_FIXED or biastype not in (mujoco.mjtBias.mjBIAS_NONE,
+                                                                  mujoco.mjtBias.mjBIAS_AFFINE):
+        return "a gain or bias that is not fixed or affine"
+    gain = float(mj.actuator_gainprm[a, 0])
+    bias = np.zeros(3)
+    if biastype == mujoco.mjtBias.mjBIAS_AFFINE:
+        bias = np.asarray(mj.actuator_biasprm[a, :3], float)
+    gear = float(mj.actuator_gear[a, 0])
+    ctrl_range = None
+    if mj.actuator_ctrllimited[a] and not off["clampctrl"]:
+        ctrl_range = tuple(float(x) for x in mj.actuator_ctrlrange[a])
+    force_limit = None
+    if mj.actuator_forcelimited[a]:
+        lo, hi = (float(x) for x in mj.actuator_forcerange[a])
+        if lo != -hi:
+            return f"the asymmetric force range [{lo:g}, {hi:g}]"
+        force_limit = abs(gear) * hi
+    joint = names.joints[j]
+    common = dict(force_limit=force_limit, ctrl_range=ctrl_range, name=label)
+    if not bias.any():
+        return motor(joint, gear * gain, **common)
+    if bias[0] == 0 and bias[1] == -gain and bias[2] <= 0:
+        if mj.qpos0[mj.jnt_qposadr[j]] != 0:
+            return f"a position servo on joint {joint!r}, whose reference position is not zero"
+        return position(joint, gain, -bias[2], gear=gear, **common)
+    if bias[0] == 0 and bias[1] == 0 and bias[2] == -gain:
+        return velocity(joint, gain, gear=gear, **common)
+    return f"a general actuator (gain {gain:g}, bias {bias.tolist()}) that is no motor, position or velocity servo"
+
+
+# -- joints -------------------------------------------------------------------------------------------------------
+
+
+def _per_coordinate(mj, m, values, what, names, left, coulomb=False):
+    """MuJoCo's per-dof ``values`` (nv,) in jaxmb's coordinate order. MuJoCo applies a free joint's translational
+    values along the world axes, jaxmb along the body's: the same forces for equal damping, other forces for
+    unequal damping or for Coulomb friction (``coulomb``) that is not zero, so those joints go to ``left``."""
+    out = np.zeros(mj.nv)
+    out[m.v_index] = np.asarray(values, float)
+    odd = []
+    for j in range(mj.njnt):
+        if JOINT_TYPES[mj.jnt_type[j]] == "free":
+            v = np.asarray(values[mj.jnt_dofadr[j]:mj.jnt_dofadr[j] + 3], float)
+            if np.ptp(v) > 0 or (coulomb and v.any()):
+                odd.append(names.joints[j])
+    if odd:
+        left.append(_listing(f"{what} of the translation of free joints (applied along the body's axes)", odd))
+    return out
+
+
+# -- equality constraints -----------------------------------------------------------------------------------------
+
+
+def polynomial(x, coef):
+    """``coef[0] + coef[1] x + ... + coef[4] x^4`` (1,) of ``x`` (1,): MuJoCo's joint equality."""
+    return jnp.polyval(coef[::-1], x)
+
+
+def _closed_model(mujoco, mj, tree, m, names, left):
+    """``(model, MuJoCo ids)``: ``tree`` closed by the equality constraints that map (module docstring) as a
+    `jaxmb.loops.LoopModel` (``tree`` itself where none does), with the pose the file draws (``qpos0``, where MuJoCo
+    computes the anchors) as the reference configuration; the others, each with why, go to ``left``."""
+    qpos0 = np.array(mj.qpos0, float)
+    mujoco.mj_normalizeQuat(mj, qpos0)
+    q_ref = jnp.asarray(m.qpos_to_q(qpos0), tree.mass.dtype)
+    constraints, ids, dropped = [], [], []
+    for e in range(mj.neq):
+        label = mj.equality(e).name or f"equality{e}"
+        c = _equality(mujoco, mj, tree, m, names, e, q_ref)
+        if isinstance(c, str):
+            dropped.append(f"{label!r} ({c})")
+            continue
+        try:
+            close_loops(tree, constraints + [c], q_reference=q_ref)
+        except ModelError as err:
+            dropped.append(f"{label!r} ({err})")
+            continue
+        constraints.append(c)
+        ids.append(e)
+    if dropped:
+        left.append("equality constraints " + ", ".join(dropped))
+    if not constraints:
+        return tree, ()
+    return close_loops(tree, constraints, q_reference=q_ref, name=tree.name), tuple(ids)
+
+
+def _equality(mujoco, mj, tree, m, names, e, q_ref):
+    """The `jaxmb.loops` constraint of MuJoCo equality ``e``, or why it has none (a string)."""
+    eq = mujoco.mjtEq
+    kind = int(mj.eq_type[e])
+    if not mj.eq_active0[e]:
+        return "inactive at the start"
+    data = np.asarray(mj.eq_data[e], float)
+    if kind in (eq.mjEQ_CONNECT, eq.mjEQ_WELD):
+        o1, o2 = int(mj.eq_obj1id[e]), int(mj.eq_obj2id[e])
+        if int(mj.eq_objtype[e]) == mujoco.mjtObj.mjOBJ_SITE:
+            ends = [(int(mj.site_bodyid[s]), mj.site_pos[s], mj.site_quat[s]) for s in (o1, o2)]
+        elif kind == eq.mjEQ_CONNECT:  # anchor in body 1, the same point in body 2 (at qpos0)
+            ends = [(o1, data[0:3], (1.0, 0.0, 0.0, 0.0)), (o2, data[3:6], (1.0, 0.0, 0.0, 0.0))]
+        else:  # body 2's anchor data[0:3] meets body 1's point data[3:6], body 2 turned by relpose from body 1
+            ends = [(o1, data[3:6], data[6:10]), (o2, data[0:3], (1.0, 0.0, 0.0, 0.0))]
+        frames = []
+        for b, pos, quat in ends:
+            i, T = m.pose_on_body(b, pos, quat)
+            frames.append((None if i < 0 else tree.body_names[i], (np.asarray(T.R), np.asarray(T.p))))
+        (a, Pa), (b, Pb) = frames
+        if a == b:
+            return "both ends are on one body" if a is not None else "both ends are fixed to the world"
+        if kind == eq.mjEQ_WELD and data[10] != 0:
+            return loop_closure(a, b, Pa, Pb, kind="weld")
+        return _ball_or_planar(tree, loop_closure(a, b, Pa, Pb, kind="ball"), q_ref)
+    if kind == eq.mjEQ_JOINT:
+        j1, j2 = int(mj.eq_obj1id[e]), int(mj.eq_obj2id[e])
+        if j2 < 0:
+            return f"it fixes joint {names.joints[j1]!r}, a loop of no joint"
+        coef = data[:5]
+        if not coef[2:].any():
+            return coupling(names.joints[j1], names.joints[j2], coef[1], coef[0])
+        return explicit([names.joints[j1]], [names.joints[j2]], polynomial, (coef,))
+    return f"a {_enum_name(mujoco.mjtEq(kind))} equality"
+
+
+def _ball_or_planar(tree, closure, q_ref):
+    """``closure`` (a ball joint's three rows, MuJoCo's ``connect``), or, where its loop is planar, the planar
+    closure of its two in-plane rows: the third row of a planar loop vanishes identically and would leave the
+    constraint Jacobian short of rank. The loop counts as planar where one direction (in frame a's axes) is
+    orthogonal to every column of the Jacobian at the reference configuration and at a configuration turned from
+    it by 0.3 on each of the loop's coordinates."""
+    try:
+        bound = closure.bind(tree)
+    except ModelError:
+        return closure  # close_loops says why
+    K = np.asarray(bound.jacobian(tree, bound.params, q_ref))
+    U, s, _ = np.linalg.svd(K)
+    if len(s) < 3 or s[2] > 1e-9 * s[0] or s[1] <= 1e-9 * s[0]:
+        return closure
+    n = U[:, 2]
+    turned = q_ref.at[jnp.asarray(bound.coordinates)].add(0.3)
+    K2 = np.asarray(bound.jacobian(tree, bound.params, turned))
+    if np.abs(n @ K2).max() > 1e-9 * np.abs(K2).max():
+        return closure
+    return loop_closure(closure.a, closure.b, closure.placement_a, closure.placement_b, kind="planar", axis=n)
+
+
+# -- keyframes ----------------------------------------------------------------------------------------------------
+
+
+def _keyframes(mujoco, mj, m, model, actuator_ids):
+    """{name: `Keyframe`} of the model's keyframes in the scene's coordinates."""
+    out, taken = {}, set()
+    for k in range(mj.nkey):
+        qpos = np.array(mj.key_qpos[k], float)
+        mujoco.mj_normalizeQuat(mj, qpos)
+        q = m.qpos_to_q(qpos)
+        qd = m.qvel_to_qd(q, mj.key_qvel[k])
+        if is_closed(model):
+            qd = qd[np.asarray(model.y_v_index, int)]
+        ctrl = np.asarray(mj.key_ctrl[k], float)[np.asarray(actuator_ids, int)]
+        name = unique(mj.key(k).name or f"key{k}", taken)
+        out[name] = Keyframe(q, qd, ctrl, float(mj.key_time[k]))
+    return out
