@@ -16,9 +16,9 @@ full name ends with it after a ``/``, that tail (``"cheetah"`` is ``"dm_control/
 ``"menagerie/unitree_go1/go1"``); a full name wins over a tail (``"humanoid"`` is MJX's, ``"quadruped"``
 example-robot-data's).
 
-Importing this module reads no file: the catalog of jaxmb, example-robot-data, MJX and dm_control is data
-(`jaxmb.robots.catalog`), and the directories are looked for when a function needs them. docs/robots.md has the
-table of names (`markdown_table`).
+Importing this module looks at no robot file or directory: the catalog of jaxmb, example-robot-data, MJX and
+dm_control is data (`jaxmb.robots.catalog`), and the directories are looked for when a function needs them.
+docs/robots.md has the table of names (`markdown_table`).
 """
 
 import difflib
