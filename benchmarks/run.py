@@ -66,6 +66,7 @@ SCRIPTS = {
     "mjx_peer": {"tiny": ["--batches", "4"], "quick": ["--batches", "1024", "4096"], "full": []},
     "jaxsim_peer": {"tiny": ["--batches", "4"], "quick": ["--batches", "1024", "4096"], "full": []},
     "sim": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
+    "models": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
 }
 
 
@@ -534,9 +535,19 @@ def _sim_table(res):
     return lines
 
 
+def _models_table(res):
+    """Load time of each zoo robot: first load in the process, best repeat, and the peer's repeat."""
+    lines = ["| robot, source, nv | jaxmb first load | repeat | peer (repeat) | peer / jaxmb |", "|---|---|---|---|---|"]
+    for r in res.get("results", []):
+        lines.append(f"| {r['robot']}, {r['source']}, {r['nv']} | {r['first_s'] * 1e3:.3g} ms | "
+                     f"{r['repeat_s'] * 1e3:.3g} ms | {r['peer']} {r['peer_repeat_s'] * 1e3:.3g} ms | "
+                     f"{_fmt(r['peer_over_jaxmb'], 'x')} |")
+    return lines
+
+
 SCRIPT_TABLES = {"dynamics": _dynamics_grid, "fused": _fused_table, "loops": _loops_table, "chains": _chains_table,
                  "mjx": _peer_table("mjx", "MJX"), "jaxsim": _peer_table("jaxsim", "jaxsim"),
-                 "sim": _sim_table}
+                 "sim": _sim_table, "models": _models_table}
 
 
 def script_table(stem, res):

@@ -9,7 +9,9 @@ Nothing here normalizes a quaternion: the dynamics take the configuration as giv
 
 import math
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxmb.spatial import cross3, mm, skew
 
@@ -108,14 +110,18 @@ def axis_angle_to_matrix(axis, angle):
 
 
 def rpy_to_matrix(rpy):
-    """URDF roll-pitch-yaw (fixed axes x, then y, then z): ``R = Rz(yaw) Ry(pitch) Rx(roll)``."""
+    """URDF roll-pitch-yaw (fixed axes x, then y, then z): ``R = Rz(yaw) Ry(pitch) Rx(roll)``. A JAX array (or a
+    tracer) gives a JAX array; numbers and numpy arrays give a numpy array, so that a file loader pays no JAX
+    dispatch per element."""
+    xp = jnp if isinstance(rpy, jax.Array) else np
+    rpy = xp.asarray(rpy)
     r, p, y = rpy[..., 0], rpy[..., 1], rpy[..., 2]
-    cr, sr, cp, sp, cy, sy = jnp.cos(r), jnp.sin(r), jnp.cos(p), jnp.sin(p), jnp.cos(y), jnp.sin(y)
-    return jnp.stack(
+    cr, sr, cp, sp, cy, sy = xp.cos(r), xp.sin(r), xp.cos(p), xp.sin(p), xp.cos(y), xp.sin(y)
+    return xp.stack(
         [
-            jnp.stack([cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr], -1),
-            jnp.stack([sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr], -1),
-            jnp.stack([-sp, cp * sr, cp * cr], -1),
+            xp.stack([cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr], -1),
+            xp.stack([sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr], -1),
+            xp.stack([-sp, cp * sr, cp * cr], -1),
         ],
         -2,
     )

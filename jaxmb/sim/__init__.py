@@ -1,7 +1,8 @@
 """The simulator: scenes, states, steps and rollouts, batched and differentiable (`jaxmb.sim.stepping`).
 
 Modules: `scene` (the `Scene` pytree and `make_scene`), `geometry` (shapes on bodies, contact pairs), `collision`
-(the narrow phase), `urdf_collision` (shapes from URDF ``<collision>`` elements), `actuators` (motors, servos,
+(the narrow phase), `urdf_collision` (shapes from URDF ``<collision>`` elements), `mjcf` (the scene of an MJCF
+file: geoms, pairs, actuators, options, keyframes, equality constraints), `actuators` (motors, servos,
 passive joint terms), `constraints` (contact-space compliance on the operational-space sweeps, joint limits and
 friction, compliant contact), `solver` (the frictional contact problem), `integrators`, `stepping` (state, step,
 rollout).
@@ -10,13 +11,14 @@ rollout).
 from jaxmb.sim.actuators import motor, position, velocity
 from jaxmb.sim.collision import Contacts
 from jaxmb.sim.geometry import Geometry, Pairs, box, capsule, plane, sphere
+from jaxmb.sim.mjcf import Keyframe, MjcfScene, load_mjcf_scene
 from jaxmb.sim.scene import INTEGRATORS, CONTACT_MODELS, Scene, make_scene
 from jaxmb.sim.solver import residuals
 from jaxmb.sim.stepping import ContactState, State, contact_forces, init_state, rollout, step
 from jaxmb.sim.urdf_collision import urdf_geometry
 
 __all__ = [
-    "CONTACT_MODELS", "ContactState", "Contacts", "Geometry", "INTEGRATORS", "Pairs", "Scene", "State", "box",
-    "capsule", "contact_forces", "init_state", "make_scene", "motor", "plane", "position", "residuals", "rollout",
-    "sphere", "step", "urdf_geometry", "velocity",
+    "CONTACT_MODELS", "ContactState", "Contacts", "Geometry", "INTEGRATORS", "Keyframe", "MjcfScene", "Pairs",
+    "Scene", "State", "box", "capsule", "contact_forces", "init_state", "load_mjcf_scene", "make_scene", "motor",
+    "plane", "position", "residuals", "rollout", "sphere", "step", "urdf_geometry", "velocity",
 ]
