@@ -51,7 +51,7 @@ def _xla_defaults():
 def fast_compile_environment():
     """``os.environ`` with `FAST_COMPILE_OPTIONS` (but the fusion emitters', which `jaxmb.jit` sets per program)
     appended to ``XLA_FLAGS``, for the processes the tests start that compile programs they call a few times: the
-    demo and the benchmark scripts on tiny batches (the suite's tiny run: 259 -> 190 s), the notebooks' kernels and
+    demo and the benchmark scripts on tiny batches, the notebooks' kernels and
     the two-device process of tests/test_parallel.py."""
     env = dict(os.environ)
     if _xla_defaults():

@@ -101,9 +101,9 @@ def merged_frames(model):
 
 # -- compiling jaxmb quickly in tests -----------------------------------------------------------------------------
 
-# jaxmb's programs are large (1-3.5 MB of HLO per robot for all algorithms), and XLA's CPU backend spends most of
+# jaxmb's programs are large (megabytes of HLO per robot for all algorithms), and XLA's CPU backend spends most of
 # the test time optimizing them. These options turn off LLVM optimizations and the CPU fusion emitters: compiling is
-# 3-5x faster, and no arithmetic changes (no fast-math). ``JAXMB_TEST_XLA_DEFAULTS=1`` restores XLA's defaults.
+# several times faster, and no arithmetic changes (no fast-math). ``JAXMB_TEST_XLA_DEFAULTS=1`` restores XLA's defaults.
 FAST_COMPILE_OPTIONS = supported_options({
     "xla_backend_optimization_level": 0,
     "xla_llvm_disable_expensive_passes": True,

@@ -28,7 +28,7 @@ def problem():
 
 def _both(f, args, in_batched):
     """``(jax.vmap, vmap_batch_last)`` of ``f`` at ``args`` (batched ones with a leading batch axis), in one
-    program (op by op, the articulated-body sweep alone took 26 s to run)."""
+    program (op by op, the articulated-body sweep alone runs for tens of seconds)."""
     one = [a[0] if b else a for a, b in zip(args, in_batched)]
     closed = jax.make_jaxpr(f)(*one)
 

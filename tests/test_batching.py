@@ -225,7 +225,7 @@ def test_gradients_under_vmap_are_computed_in_chunks_and_equal_state_by_state(pr
     batched = jax.vmap(grad, in_axes=(None, 0, 0, 0, 0))
     jaxpr, got = _jaxpr_and_values(batched, model, q, qd, x, f_ext)
     assert jaxpr.count("scan[") == 2
-    one = fast_jit(grad)  # one program for the single states (op by op, the forward case took 10 s)
+    one = fast_jit(grad)  # one program for the single states (op by op, the forward case is slow)
     for i in range(BATCH):
         want = one(model, q[i], qd[i], x[i], f_ext[i])
         jax.tree.map(lambda g, w: np.testing.assert_allclose(g[i], w, rtol=1e-12, atol=1e-12), got, want)

@@ -520,7 +520,7 @@ def test_forward_dynamics_derivatives_equal_autodiff_through_the_sweeps(name, se
     ``d ydd = M_y^-1 (d tau - d ID_y)``; a directional derivative, its gradient and a Hessian-vector product (the
     rule differentiated again) equal those of autodiff through the embedded AB sweeps, in the state, ``f_ext`` and
     every parameter of the tree and the constraints. The configuration need not close the loops: both solve the
-    embedded equations at any ``q``. (The Hessian on the smaller model: each program compiles for 20-40 s.)"""
+    embedded equations at any ``q``. (The Hessian on the smaller model: its programs are the slowest of the suite to compile.)"""
     case = get_case(name)
     q, yd, tau, f_ext = case.states[0]
     key_w, key_v, key_d = jax.random.split(jax.random.PRNGKey(5), 3)
