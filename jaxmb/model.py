@@ -6,6 +6,7 @@ pytree's aux data and shapes the compiled program.
 """
 
 import dataclasses
+import functools
 import warnings
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -559,6 +560,13 @@ class ModelBuilder:
         return notes
 
 
+@functools.cache
+def _hinge_map_program(kind):
+    """``kind.hinge_map`` compiled once per joint kind: a model build evaluates it for every joint, and one call of
+    a compiled program costs less than the dispatch of its operations one by one."""
+    return jax.jit(kind.hinge_map)
+
+
 def _singular_joints(movable, parent_of, joint_placement, inertias, bodies):
     """The joints that would have a singular articulated inertia ``D(k) = H R H* + diag(armature)`` (9.2) at the
     neutral configuration, ``R`` the composite inertia of the bodies they carry: a massless subtree behind any
@@ -590,7 +598,7 @@ def _singular_joints(movable, parent_of, joint_placement, inertias, bodies):
         cx = np.array([[0, -c[2], c[1]], [c[2], 0, -c[0]], [-c[1], c[0], 0]])
         spatial = np.block([[I - mass * cx @ cx, mass * cx], [-mass * cx, mass * np.eye(3)]])  # (2.11)
         joint = bodies[n].joint
-        H = np.asarray(joint.kind.hinge_map(jnp.asarray(joint.axis), jnp.asarray(joint.coef)), float)
+        H = np.asarray(_hinge_map_program(joint.kind)(np.asarray(joint.axis), np.asarray(joint.coef)), float)
         D = H @ spatial @ H.T + np.diag(bodies[n].armature)
         scale = max(1.0, mass, np.abs(I).max())
         if np.linalg.eigvalsh(D).min() <= 1e-12 * scale:
