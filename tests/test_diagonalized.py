@@ -22,8 +22,8 @@ from jaxmb.testing import random_model, random_state
 RTOL = 1e-11
 
 MODELS = {
-    "screw-tree": dict(seed=3, n_bodies=6, joint_mix="screw", branching=0.6),
-    "floating-mixed": dict(seed=5, n_bodies=6, joint_mix="mixed", floating_base=True),
+    "screw-tree": dict(seed=3, n_bodies=5, joint_mix="screw", branching=0.6),
+    "floating-mixed": dict(seed=5, n_bodies=5, joint_mix="mixed", floating_base=True),
 }
 
 

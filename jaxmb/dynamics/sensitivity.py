@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.batching import eager_jit, live_tangents, of_live, take_rows
+from jaxmb.batching import eager_jit, in_cpu_chunks, live_tangents, of_live, take_rows
 from jaxmb.dynamics.ab_steps import solve_small
 from jaxmb.dynamics.articulated import articulated_inertias
 from jaxmb.dynamics.opspace import upsilon
@@ -156,13 +156,21 @@ def log_det_mass_matrix_gradient(model, q):
     """``d log det M / d theta`` (nv,) in O(N): ``2 Tr{Upsilon+(k) h_j-bar P+(k)}`` for coordinate j of joint k,
     ``h_j = H*(k) e_j`` (module docstring). Tangent coordinates, as `jaxmb.integrate` moves: component j is
     ``d/ds log det M(integrate(q, e_j, s))`` at ``s = 0`` (``d / d q_j`` for screw joints). ``M`` includes the
-    armature; the gradient of a free base is zero (``M`` does not depend on the base's pose)."""
+    armature; the gradient of a free base is zero (``M`` does not depend on the base's pose). Under ``jax.vmap``
+    on the CPU a batch is computed in chunks with the batch last (`jaxmb.batching.in_cpu_chunks`)."""
     check_shapes(model, q=q)
+    return _gradient_in_chunks(model, q)
+
+
+def _gradient(model, q):
     ab = articulated_inertias(model, q)
     X, H = joint_poses(model, q), hinge_map(model)
     Y_plus = take_rows(upsilon_plus(model, X, upsilon(model, q)), model.topology.dof_body)  # (nv, 6, 6)
     P_plus = take_rows(ab.P_plus, model.topology.dof_body)
     return 2.0 * _trace_product(mm(Y_plus, force_cross_matrix(H)), P_plus)  # 2 Tr{Upsilon+ h-bar P+}
+
+
+_gradient_in_chunks = in_cpu_chunks(_gradient)
 
 
 def _inverse_diagonal(topology, D_rows):
