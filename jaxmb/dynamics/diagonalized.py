@@ -33,8 +33,9 @@ halves the diagonal (the derivative of a Cholesky factor). For a screw joint ``D
 the book's ``lambda_check(k) H*(k) xi(k)``; the term ``P Delta^w~ H* xi`` makes the sweep hold for joints of several
 coordinates too (a free base, spherical and planar joints). The book omits the prismatic term
 ``phi Delta^v-bar P+ V``. Alg 19.3 is the book's model, without armature: with armature the coordinates, Tables
-19.1-19.2 and ``M = m m*`` hold, but its ``gamma`` does not (``H tau_bar`` is then not zero). The structure is the value of these coordinates (a diagonal mass matrix, decoupled
-control), not speed: the sweep is no shorter than the articulated-body algorithm's.
+19.1-19.2 and ``M = m m*`` hold, but its ``gamma`` does not (``H tau_bar`` is then not zero). The structure is the
+value of these coordinates (a diagonal mass matrix, decoupled control), not speed: the sweep is no shorter than the
+articulated-body algorithm's.
 """
 
 from typing import NamedTuple
@@ -207,7 +208,7 @@ def diagonalized_dynamics(model, q, qd, tau, f_ext=None) -> DiagonalizedDynamics
     rates ``xi_dot``, ``eta_dot`` (nv,) at the state ``(q, qd)`` under the joint forces ``tau`` (nv,) and the
     external forces ``f_ext`` (nb, 6) or None (body coordinates), with gravity. The velocity sweep and one up
     sweep, O(N). ``xi_dot`` is the time derivative of ``xi(q, qd)`` along the motion the articulated-body
-    algorithm gives, for a model without armature (module docstring). Under ``jax.vmap`` on the CPU a batch is computed in chunks with the batch last
-    (`jaxmb.batching.in_cpu_chunks`)."""
+    algorithm gives, for a model without armature (module docstring). Under ``jax.vmap`` on the CPU a batch is
+    computed in chunks with the batch last (`jaxmb.batching.in_cpu_chunks`)."""
     check_shapes(model, q=q, qd=qd, tau=tau, f_ext=f_ext)
     return _dynamics_in_chunks(model, q, qd, tau, f_ext)

@@ -8,12 +8,15 @@ one up sweep after the articulated-body sweep gives::
 
     P_check(k)      = sum_children phi(k, j) P_check_plus(j) phi*(k, j)
     lambda_check(k) = P_check(k) + Delta^w~(k) P(k) - P(k) Delta^w~(k)             (18.42)
-    P_check_plus(k) = tau_bar lambda_check tau_bar* + Delta^v-bar(k) P+(k) - P+(k) Delta^v~(k)
+    P_check_plus(k) = tau_bar P_check tau_bar* + Delta-bar(k) P+(k) + P+(k) Delta-bar*(k)
     D_dot(k)        = H(k) P_check(k) H*(k)
 
-``P_check(k)`` is the rate of ``P(k)`` in body coordinates (``M(k)`` is constant there), so ``D_dot`` is the time
-derivative of ``D(k)``; ``lambda_check(k)`` is the rate seen from the parent's side of hinge k, and for a screw
-joint ``H lambda_check H* = H P_check H*``, the book's form (the hinge motion's cross terms vanish on ``H*``).
+``P_check(k)`` is the rate of ``P(k)`` in body coordinates (``M(k)`` is constant there) and ``P_check_plus`` that of
+``P+(k)`` moved across the moving joint; for screw joints without armature it equals the book's
+``tau_bar lambda_check tau_bar* + Delta^v-bar P+ - P+ Delta^v~``, and it holds for every joint kind and with armature.
+``D_dot`` is the time derivative of ``D(k)``; ``lambda_check(k)`` is the rate seen from the parent's side of hinge
+k, and for a screw joint ``H lambda_check H* = H P_check H*``, the book's form (the hinge motion's cross terms vanish
+on ``H*``).
 With ``qd = e_i`` it is the sensitivity ``lambda_check_theta_i`` of (18.54)-(18.55), and for screw joints
 ``d log det M / d q_i = sum_k Tr{D^-1(k) H(k) lambda_check_theta_i(k) H*(k)}`` (18.66), one sweep per coordinate.
 
@@ -100,7 +103,8 @@ def inertia_rate_step(P_check, X_k, P_k, P_plus_k, tau_bar_k, Delta_k, H_k) -> R
     Dw = motion_cross_matrix(angular_part(Delta_k))
     lam = P_check + mm(Dw, P_k) - mm(P_k, Dw)  # lambda_check = P_check + Delta^w~ P - P Delta^w~        (18.42)
     Delta_bar = force_cross_matrix(Delta_k)
-    P_check_plus = (mm(mm(tau_bar_k, P_check), swap(tau_bar_k))  # tau_bar P_check tau_bar* + Delta-bar P+ + P+ Delta-bar*
+    # P_check_plus = tau_bar P_check tau_bar* + Delta-bar P+ + P+ Delta-bar*: the rate of P+ moved across the joint
+    P_check_plus = (mm(mm(tau_bar_k, P_check), swap(tau_bar_k))
                     + mm(Delta_bar, P_plus_k) + mm(P_plus_k, swap(Delta_bar)))
     D_dot = mm(mm(H_k, P_check), H_k.T)  # D_dot(k) = H P_check H*
     return RateStep(to_parent=phi_congruence(X_k, P_check_plus), body=BodyRates(P_check, lam, P_check_plus),
@@ -207,11 +211,12 @@ def _log_det_jvp(primals, tangents):
     the joint poses, body inertias, hinge maps and armature (no sweep), contracted with ``Upsilon`` and the
     articulated-body quantities. Linear in them, so reverse mode transposes it."""
     model, q = primals
-    value = _log_det_sweep(model, q)
+    ab = articulated_inertias(model, q)
+    value = jnp.sum(ab.log_det_D)
     live, dots = live_tangents(primals, tangents)
     if not live:
         return value, jnp.zeros_like(value)
-    ab, Y = articulated_inertias(model, q), upsilon(model, q)
+    Y = upsilon(model, q)
     fun, args = of_live(_per_body, primals, live)
     (X, _, H, _), (dX, dM, dH, dA) = jax.jvp(fun, args, dots)
     topo = model.topology
