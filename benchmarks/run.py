@@ -67,6 +67,9 @@ SCRIPTS = {
     "jaxsim_peer": {"tiny": ["--batches", "4"], "quick": ["--batches", "1024", "4096"], "full": []},
     "sim": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
     "models": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
+    "hamiltonian": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
+    "partitioning": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
+    "sensitivity": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
 }
 
 
@@ -545,9 +548,49 @@ def _models_table(res):
     return lines
 
 
+def _hamiltonian_table(res):
+    """Cost of the Hamiltonian recursion against the ABA per shape, then the long-horizon energy error of each
+    integrator at equal evaluations of the dynamics."""
+    lines = ["| shape, bodies (batch) | hamiltonian_dynamics us/state | forward_dynamics us/state | time ratio | "
+             "XLA flop ratio |", "|---|---|---|---|---|"]
+    for r in res.get("cost", []):
+        lines.append(f"| {r['shape']}, {r['bodies']} ({r['batch']}) | {r['hamiltonian_us_per_state']:.3g} | "
+                     f"{r['forward_us_per_state']:.3g} | {_fmt(r['time_ratio'], 'x')} | {_fmt(r['flop_ratio'], 'x')} |")
+    energy = res.get("energy", {})
+    if energy.get("runs"):
+        lines += ["", f"| double pendulum over {energy['horizon_s']:g} s | dt | relative energy error, first tenth | "
+                      "last tenth | max |", "|---|---|---|---|---|"]
+        for name, r in energy["runs"].items():
+            lines.append(f"| {name.replace('_', ' ')} ({r['evaluations_per_step']} evaluations a step) | {r['dt']:g} | "
+                         f"{r['first_tenth_mean']:.2e} | {r['last_tenth_mean']:.2e} | {r['max']:.2e} |")
+    return lines
+
+
+def _partitioning_table(res):
+    """Forward dynamics per state of each model unpartitioned, partitioned, and partitioned with the state maps."""
+    lines = ["| model (dtype, batch) | route | bodies | us/state | compile | vs unpartitioned |", "|---|---|---|---|---|---|"]
+    for r in res.get("rows", []):
+        lines.append(f"| {r['model']} ({r['dtype']}, {r['batch']}) | {r['route']} | {r['nb']} | "
+                     f"{r['s_per_state'] * 1e6:.3g} | {r['compile_s']:.1f} s | {_fmt(r['vs_unpartitioned'], 'x')} |")
+    return lines
+
+
+def _sensitivity_table(res):
+    """``log det M`` and its gradient per state, by each route, against autodiff through the sweep."""
+    rows = res.get("results", [])
+    base = next((r["s_per_state"] for r in rows if r["route"] == "grad_autodiff"), None)
+    lines = ["| robot (dtype, batch) | route | us/state | compile | vs jax.grad through the sweep |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['robot']} ({r['dtype']}, {r['batch']}) | {r['route'].replace('_', ' ')} | "
+                     f"{r['s_per_state'] * 1e6:.3g} | {r['compile_s']:.1f} s | "
+                     f"{_fmt(r['s_per_state'] / base, 'x') if base else '-'} |")
+    return lines
+
+
 SCRIPT_TABLES = {"dynamics": _dynamics_grid, "fused": _fused_table, "loops": _loops_table, "chains": _chains_table,
                  "mjx": _peer_table("mjx", "MJX"), "jaxsim": _peer_table("jaxsim", "jaxsim"),
-                 "sim": _sim_table, "models": _models_table}
+                 "sim": _sim_table, "models": _models_table, "hamiltonian": _hamiltonian_table,
+                 "partitioning": _partitioning_table, "sensitivity": _sensitivity_table}
 
 
 def script_table(stem, res):

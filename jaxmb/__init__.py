@@ -14,7 +14,7 @@ from jaxmb.batching.compile import use_cpu_options
 
 use_cpu_options()  # before JAX starts its CPU backend, if it has not yet
 
-from jaxmb import assets, joints, operators, robots, spatial  # noqa: E402
+from jaxmb import assets, joints, operators, partitioning, reroot, robots, spatial  # noqa: E402
 from jaxmb.batching import chunked_vmap, jit, sharded_vmap, split_batch, use_cpu_cores
 from jaxmb.configuration import configuration_rate, integrate, neutral_configuration, random_configuration
 from jaxmb.dynamics.articulated import (
@@ -47,10 +47,35 @@ from jaxmb.dynamics.factorization import (
     mass_matrix_inverse,
     mass_matrix_inverse_times,
 )
+from jaxmb.dynamics.diagonalized import (
+    DiagonalizedDynamics,
+    DiagonalizedVelocities,
+    diagonalized_dynamics,
+    diagonalized_velocities,
+    normalized_forces,
+    velocities_from_eta,
+    velocities_from_xi,
+)
 from jaxmb.dynamics.forces import express_forces, interbody_forces
+from jaxmb.dynamics.free_flyer import (
+    BaseInvariantDynamics,
+    DualArticulatedBody,
+    base_invariant_forward_dynamics,
+    dual_articulated_body,
+    operational_space_inertias,
+)
+from jaxmb.dynamics.hamiltonian import (
+    HamiltonianRates,
+    hamiltonian,
+    hamiltonian_dynamics,
+    momenta,
+    momentum_rates,
+    velocities_from_momenta,
+)
 from jaxmb.dynamics.hybrid import hybrid_dynamics
 from jaxmb.dynamics.inverse import bias_forces, body_forces, gravity_forces, inverse_dynamics
 from jaxmb.dynamics.mass import composite_inertias, mass_matrix
+from jaxmb.dynamics.sensitivity import InertiaRates, articulated_inertia_rates, log_det_mass_matrix_gradient
 from jaxmb.dynamics.opspace import (
     TaskInertia,
     TaskSpace,

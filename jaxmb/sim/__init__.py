@@ -5,7 +5,7 @@ Modules: `scene` (the `Scene` pytree and `make_scene`), `geometry` (shapes on bo
 file: geoms, pairs, actuators, options, keyframes, equality constraints), `actuators` (motors, servos,
 passive joint terms), `constraints` (contact-space compliance on the operational-space sweeps, joint limits and
 friction, compliant contact), `solver` (the frictional contact problem), `integrators`, `stepping` (state, step,
-rollout).
+rollout), `symplectic` (implicit midpoint and generalized leapfrog on canonical momenta).
 """
 
 from jaxmb.sim.actuators import motor, position, velocity
@@ -14,11 +14,13 @@ from jaxmb.sim.geometry import Geometry, Pairs, box, capsule, plane, sphere
 from jaxmb.sim.mjcf import Keyframe, MjcfScene, load_mjcf_scene
 from jaxmb.sim.scene import INTEGRATORS, CONTACT_MODELS, Scene, make_scene
 from jaxmb.sim.solver import residuals
+from jaxmb.sim.symplectic import PhasePoint, generalized_leapfrog, implicit_midpoint
 from jaxmb.sim.stepping import ContactState, State, contact_forces, init_state, rollout, step
 from jaxmb.sim.urdf_collision import urdf_geometry
 
 __all__ = [
     "CONTACT_MODELS", "ContactState", "Contacts", "Geometry", "INTEGRATORS", "Keyframe", "MjcfScene", "Pairs",
-    "Scene", "State", "box", "capsule", "contact_forces", "init_state", "load_mjcf_scene", "make_scene", "motor",
-    "plane", "position", "residuals", "rollout", "sphere", "step", "urdf_geometry", "velocity",
+    "PhasePoint", "Scene", "State", "box", "capsule", "contact_forces", "generalized_leapfrog", "implicit_midpoint",
+    "init_state", "load_mjcf_scene", "make_scene", "motor", "plane", "position", "residuals", "rollout", "sphere",
+    "step", "urdf_geometry", "velocity",
 ]

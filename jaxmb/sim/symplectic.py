@@ -21,13 +21,13 @@ planar) moves by its group's exponential and its momentum is conjugate to that v
 docs/hamiltonian.md): the steps stay second order and symmetric (the exponential of ``-dt w`` undoes that of
 ``dt w``), and a symmetric method keeps the energy error bounded on reversible motions such as a tumbling body.
 
-Implicit equations are solved by a fixed number ``iterations`` of fixed-point sweeps (a static argument), the
-first from the explicit Euler guess, so that a step compiles to one program of fixed shape under `jax.jit` and
-reverse mode differentiates through the sweeps; the sweeps are unrolled, since a loop of a few trips costs XLA's
-CPU backend more per trip than a small model's right side. Each sweep gains one order in ``dt``; the residual
-after ``k`` is of the order of ``(dt L)^k`` for a Lipschitz constant ``L`` of the right side. ``implicit_midpoint`` evaluates the
-right side ``iterations`` times; ``generalized_leapfrog`` ``iterations + 1`` times and the velocities alone
-``iterations + 1`` times.
+Implicit equations are solved by a fixed number ``iterations`` of fixed-point sweeps (a static argument), the first
+from the explicit Euler guess, so that a step compiles to one program of fixed shape under `jax.jit` and reverse
+mode differentiates through the sweeps; the sweeps are a loop, not unrolled, so that the program holds the right
+side once whatever the count (a closed-loop system's right side is a large program). Each sweep gains one order in
+``dt``; the residual after ``k`` is of the order of ``(dt L)^k`` for a Lipschitz constant ``L`` of the right side.
+``implicit_midpoint`` evaluates the right side ``iterations`` times; ``generalized_leapfrog`` ``iterations + 1``
+times and the velocities alone ``iterations + 1`` times.
 """
 
 from typing import NamedTuple
@@ -86,7 +86,7 @@ def implicit_midpoint(model, q, p, tau, dt, f_ext=None, iterations=6) -> PhasePo
         w, pd = rates(move(q, w, 0.5 * dt), 0.5 * (p + p_next), tau, f_ext)
         return w, p + dt * pd
 
-    w, p_next = jax.lax.fori_loop(0, iterations, sweep, (jnp.zeros_like(p), p), unroll=True)  # qd and p have one size
+    w, p_next = jax.lax.fori_loop(0, iterations, sweep, (jnp.zeros_like(p), p))  # qd and p have one size
     return PhasePoint(q=move(q, w, dt), p=p_next)
 
 
@@ -103,11 +103,11 @@ def generalized_leapfrog(model, q, p, tau, dt, f_ext=None, iterations=6) -> Phas
     def half_step(_, p_half):  # p_h = p + dt/2 pd(q, p_h)
         return p + 0.5 * dt * rates(q, p_half, tau, f_ext)[1]
 
-    p_half = jax.lax.fori_loop(0, iterations, half_step, p, unroll=True)
+    p_half = jax.lax.fori_loop(0, iterations, half_step, p)
     v0 = velocities(q, p_half)
 
     def drift(_, q_next):  # q+ = q (+) dt/2 (qd(q, p_h) + qd(q+, p_h))
         return move(q, 0.5 * (v0 + velocities(q_next, p_half)), dt)
 
-    q_next = jax.lax.fori_loop(0, iterations, drift, move(q, v0, dt), unroll=True)
+    q_next = jax.lax.fori_loop(0, iterations, drift, move(q, v0, dt))
     return PhasePoint(q=q_next, p=p_half + 0.5 * dt * rates(q_next, p_half, tau, f_ext)[1])
