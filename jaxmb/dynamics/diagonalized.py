@@ -1,6 +1,6 @@
 """Diagonalized Lagrangian dynamics (book ch. 19): coordinates in which the mass matrix is the identity (``eta``)
-or the block-diagonal ``D`` (``xi``), and their O(N) forward dynamics (Alg 19.3, as corrected in the digest of the
-book).
+or the block-diagonal ``D`` (``xi``), and their O(N) forward dynamics (Alg 19.3, in a form that holds with
+armature).
 
 The innovations factorization ``M = L D L*`` with ``L = I + H phi K`` (7.14) gives, with ``D(k) = C(k) C*(k)``
 (Cholesky; ``C = D^(1/2)`` for a one-coordinate joint) and ``m = L C``, ``l = C^-1 L^-1``:
@@ -17,25 +17,37 @@ Per joint (Tables 19.1-19.2), with ``V+(k) = phi*(parent, k) V(parent)``::
 ``xi(k) = G*(k) V(k)`` where the joint has no armature (``H G = I``). ``eta`` is a quasi-velocity; ``eta* C(q,
 eta) = 0`` (19.18): the Coriolis term does no work, and without gravity ``d K_e / dt = eta* zeta``.
 
-Forward dynamics (Alg 19.3) in one up sweep fused with the articulated-body and rate sweeps (Alg 18.1,
-`jaxmb.dynamics.sensitivity`), after the velocity sweep. With ``Delta(k) = H*(k) qd(k)``, ``Delta^w``, ``Delta^v``
-its angular and linear parts, ``x~`` and ``x-bar`` the motion and force cross matrices::
+Forward dynamics (Alg 19.3) in one up sweep fused with the articulated-body sweep (pass 1 of Alg 7.2) and the rate
+sweep (Alg 18.1, `jaxmb.dynamics.sensitivity`), after the velocity sweep. Table 19.1's ``xi(k) = qd(k) + G*(k)
+V+(k)`` is differentiated in body coordinates, where ``H`` and the armature are constant: with ``qdd(k) = D^-1
+eps - G* alpha+`` (7.31), ``d V+(k) / dt = alpha+(k) + a(k)``, ``D G* = H P`` and ``D G_dot* = H P_check - D_dot
+G* = H P_check tau_bar*`` (``D_dot = H P_check H*``)::
+
+    mu(k)      = z(k) - P(k) a(k) - P_check(k) tau_bar*(k) V+(k)
+               = sum_children phi(k, j) z+(j) + b(k) - P_check(k) tau_bar*(k) V+(k)
+    xi_dot(k)  = D^-1(k) (T(k) - H(k) mu(k))
+    eta_dot(k) = C_dot*(k) xi(k) + C*(k) xi_dot(k),   C_dot = C Phi(C^-1 D_dot C^-*)
+
+``z(k)``, ``z+(k)`` are the residual forces of the articulated-body algorithm (7.42), ``a(k)`` the Coriolis
+acceleration and ``b(k) = V-bar M V - f_ext + M beta(k)`` the gyroscopic force, the external force and gravity, with
+``beta(k)`` the world's pseudo-acceleration ``[0; -g]`` in body coordinates (gravity as a force on every body, so
+``alpha`` is the bodies' acceleration); ``Phi`` keeps the lower triangle and halves the diagonal (the derivative
+of a Cholesky factor). It holds for every joint kind and with armature.
+
+The book's Alg 19.3 differentiates ``xi(k) = G*(k) V(k)`` instead. With ``Delta(k) = H*(k) qd(k)``, ``Delta^w``,
+``Delta^v`` its angular and linear parts and ``x~``, ``x-bar`` the motion and force cross matrices, it recurses on::
 
     gamma(k) = sum_children [K(k, j) T(j) - phi(k, j) Delta^v-bar(j) P+(j) V(j)]
                + [lambda_check(k) + P(k) Delta^w~(k)] H*(k) xi(k) - Delta^w~(k) P(k) V(k) + b(k)
-    mu(k)    = sum_children psi(k, j) mu(j) + gamma(k)
-    xi_dot(k) = D^-1(k) (T(k) - H(k) mu(k))
-    eta_dot(k) = C_dot*(k) xi(k) + C*(k) xi_dot(k),   C_dot = C Phi(C^-1 D_dot C^-*)
+    mu_19.3(k) = sum_children psi(k, j) mu_19.3(j) + gamma(k),    xi_dot(k) = D^-1(k) (T(k) - H(k) mu_19.3(k))
 
-``b(k) = V-bar M V - f_ext + M beta(k)`` carries the gyroscopic force, the external force and gravity, with
-``beta(k)`` the world's pseudo-acceleration ``[0; -g]`` in body coordinates; ``Phi`` keeps the lower triangle and
-halves the diagonal (the derivative of a Cholesky factor). For a screw joint ``Delta^w~ H* = 0`` and the bracket is
-the book's ``lambda_check(k) H*(k) xi(k)``; the term ``P Delta^w~ H* xi`` makes the sweep hold for joints of several
-coordinates too (a free base, spherical and planar joints). The book omits the prismatic term
-``phi Delta^v-bar P+ V``. Alg 19.3 is the book's model, without armature: with armature the coordinates, Tables
-19.1-19.2 and ``M = m m*`` hold, but its ``gamma`` does not (``H tau_bar`` is then not zero). The structure is the
-value of these coordinates (a diagonal mass matrix, decoupled control), not speed: the sweep is no shorter than the
-articulated-body algorithm's.
+(for a screw joint ``Delta^w~ H* = 0`` and the bracket is the book's ``lambda_check(k) H*(k) xi(k)``; the term ``P
+Delta^w~ H* xi`` extends it to joints of several coordinates; the book omits the prismatic term ``phi Delta^v-bar
+P+ V``). Without armature ``H G = I``, ``xi = G* V``, and ``H mu_19.3 = H mu``: the two sweeps give the same
+``xi_dot``. With armature ``H G = I - diag(armature) D^-1``, so ``xi`` is not ``G* V`` and ``H tau_bar`` is not
+zero, and ``gamma`` no longer gives the rate of ``xi``; the sweep above uses only Table 19.1 and (7.31), which hold
+with armature. The structure is the value of these coordinates (a diagonal mass matrix, decoupled control), not
+speed: the sweep is the articulated-body algorithm's pass 1 with Alg 18.1 fused in.
 """
 
 from typing import NamedTuple
@@ -44,13 +56,13 @@ import jax
 import jax.numpy as jnp
 
 from jaxmb.batching import eager_jit, in_cpu_chunks
-from jaxmb.dynamics.ab_steps import gains, solve_small
+from jaxmb.dynamics import ab_steps
+from jaxmb.dynamics.ab_steps import solve_small
 from jaxmb.dynamics.articulated import articulated_inertias, velocity_terms
-from jaxmb.dynamics.sensitivity import angular_part, force_cross_matrix, inertia_rate_step, linear_part, \
-    motion_cross_matrix
+from jaxmb.dynamics.sensitivity import inertia_rate_step
 from jaxmb.hinges import base_acceleration, hinge_map, hinge_motion, joint_poses
 from jaxmb.model import check_shapes
-from jaxmb.spatial import mm, mv, phi, phi_congruence, phi_star
+from jaxmb.spatial import mm, mv, phi, phi_star, swap
 from jaxmb.sweeps import down, up
 
 
@@ -140,16 +152,16 @@ def normalized_forces(model, q, tau):
 
 
 class ToParent(NamedTuple):
-    """What Alg 19.3's up sweep hands a body's parent, in the parent's coordinates: ``phi P+ phi*``,
-    ``phi P_check_plus phi*`` (6, 6) and ``phi [tau_bar mu + G T - Delta^v-bar P+ V]`` (6,)."""
+    """What the up sweep of `diagonalized_dynamics` hands a body's parent, in the parent's coordinates: the
+    articulated-body algorithm's ``phi P+ phi*`` (6, 6) and ``phi z+`` (6,) (`jaxmb.dynamics.ab_steps.ToParent`),
+    and Alg 18.1's ``phi P_check_plus phi*`` (6, 6)."""
 
-    P: jnp.ndarray
+    articulated: ab_steps.ToParent
     P_check: jnp.ndarray
-    mu: jnp.ndarray
 
 
 class DiagonalizedDynamics(NamedTuple):
-    """Alg 19.3 at one state, all (nv,): ``xi``, ``xi_dot``, ``eta``, ``eta_dot``."""
+    """The diagonalized forward dynamics at one state, all (nv,): ``xi``, ``xi_dot``, ``eta``, ``eta_dot``."""
 
     xi: jnp.ndarray
     xi_dot: jnp.ndarray
@@ -163,25 +175,23 @@ def _cholesky_rate(C, D_dot):
     return mm(C, jnp.tril(A) - 0.5 * jnp.diag(jnp.diagonal(A)))
 
 
-def _dynamics_step(children, X_k, M_k, V_k, Delta_k, b_k, H_k, qd_k, T_k, A_k):
-    """Alg 19.3 at body k (module docstring), with the articulated-body step and Alg 18.1 fused in."""
+def _dynamics_step(children, X_k, M_k, V_k, a_k, b_k, Delta_k, H_k, qd_k, T_k, A_k):
+    """The sweep of `diagonalized_dynamics` at body k (module docstring): the articulated-body step (pass 1 of
+    Alg 7.2) and Alg 18.1, fused."""
     n = H_k.shape[0]
-    P = children.P + M_k  # (6.28)
-    g = gains(P, X_k, H_k, A_k)
-    rate = inertia_rate_step(children.P_check, X_k, P, g.P_plus, g.tau_bar, Delta_k, H_k)
-    V_plus = V_k - Delta_k
-    xi = qd_k + mv(g.G.T, V_plus)  # xi(k) = qd(k) + G*(k) V+(k)                          (Table 19.1)
-    PV = mv(P, V_k)
-    Dw = motion_cross_matrix(angular_part(Delta_k))
-    lam_H = mm(rate.body.lambda_check + mm(P, Dw), H_k.T)  # [lambda_check + P Delta^w~] H*: lambda_check H* on screws
-    gamma = mv(lam_H, xi) - mv(Dw, PV) + b_k
-    mu = children.mu + gamma  # mu(k) = sum_j psi(k, j) mu(j) + gamma(k)                            (Alg 19.3)
-    D = g.D[:, :n]
-    xi_dot = solve_small(D, (T_k - mv(H_k, mu))[:, None])[:, 0]  # xi_dot = D^-1 (T - H mu)
-    C = _cholesky(g.D, n)
-    eta_dot = mv(_cholesky_rate(C, rate.D_dot[:, :n]).T, xi) + mv(C.T, xi_dot)
-    sent = mv(g.tau_bar, mu) + mv(g.G, T_k) - mv(force_cross_matrix(linear_part(Delta_k)), mv(g.P_plus, V_k))
-    to_parent = ToParent(P=phi_congruence(X_k, g.P_plus), P_check=rate.to_parent, mu=phi(X_k, sent))
+    ab = ab_steps.articulated_step(children.articulated, X_k, M_k, a_k, b_k, H_k, T_k, A_k)  # P, z, G, D (7.42)
+    body = ab.body
+    rate = inertia_rate_step(children.P_check, X_k, body.P, body.P_plus, body.tau_bar, Delta_k, H_k)
+    V_plus = V_k - Delta_k  # V+(k) = phi*(parent, k) V(parent)
+    G_star = ab.coordinates.G  # G*(k) (n, 6)
+    xi = qd_k + mv(G_star, V_plus)  # xi(k) = qd(k) + G*(k) V+(k)                          (Table 19.1)
+    # mu(k) = z(k) - P(k) a(k) - P_check(k) tau_bar*(k) V+(k), z(k) - P(k) a(k) = sum_j phi(k, j) z+(j) + b(k)
+    mu = children.articulated.z + b_k - mv(rate.body.P_check, mv(swap(body.tau_bar), V_plus))
+    D = ab.coordinates.D[:, :n]
+    xi_dot = solve_small(D, (T_k - mv(H_k, mu))[:, None])[:, 0]  # xi_dot(k) = D^-1(k) (T(k) - H(k) mu(k))
+    C = _cholesky(D, n)
+    eta_dot = mv(_cholesky_rate(C, rate.D_dot[:, :n]).T, xi) + mv(C.T, xi_dot)  # C_dot* xi + C* xi_dot
+    to_parent = ToParent(articulated=ab.to_parent, P_check=rate.to_parent)
     return to_parent, (), DiagonalizedDynamics(xi=xi, xi_dot=xi_dot, eta=mv(C.T, xi), eta_dot=eta_dot)
 
 
@@ -191,11 +201,11 @@ def _gravity_step(beta_parent, X_k):
 
 def _dynamics(model, q, qd, tau, f_ext):
     topo = model.topology
-    X, H, M, V, _, b = velocity_terms(model, q, qd, f_ext)
+    X, H, M, V, a, b = velocity_terms(model, q, qd, f_ext)
     beta = down(topo, _gravity_step, base_acceleration(model), X)
     b = b + mv(M, beta)  # gravity as the force M(k) beta(k) on every body
-    zero = ToParent(P=jnp.zeros((6, 6), X.p.dtype), P_check=jnp.zeros((6, 6), X.p.dtype), mu=jnp.zeros(6, X.p.dtype))
-    return up(topo, _dynamics_step, zero, X, M, V, hinge_motion(model, H, qd), b,
+    zero = ToParent(articulated=ab_steps.ToParent.zero(X.p.dtype), P_check=jnp.zeros((6, 6), X.p.dtype))
+    return up(topo, _dynamics_step, zero, X, M, V, a, b, hinge_motion(model, H, qd),
               dofs=(H, qd, tau, model.armature))[1]
 
 
@@ -204,11 +214,12 @@ _dynamics_in_chunks = in_cpu_chunks(_dynamics)
 
 @eager_jit
 def diagonalized_dynamics(model, q, qd, tau, f_ext=None) -> DiagonalizedDynamics:
-    """The forward dynamics in the diagonalized coordinates (Alg 19.3, module docstring): ``xi``, ``eta`` and their
-    rates ``xi_dot``, ``eta_dot`` (nv,) at the state ``(q, qd)`` under the joint forces ``tau`` (nv,) and the
-    external forces ``f_ext`` (nb, 6) or None (body coordinates), with gravity. The velocity sweep and one up
-    sweep, O(N). ``xi_dot`` is the time derivative of ``xi(q, qd)`` along the motion the articulated-body
-    algorithm gives, for a model without armature (module docstring). Under ``jax.vmap`` on the CPU a batch is
+    """The forward dynamics in the diagonalized coordinates (Alg 19.3 in the form of the module docstring):
+    ``xi``, ``eta`` and their rates ``xi_dot``, ``eta_dot`` (nv,) at the state ``(q, qd)`` under the joint forces
+    ``tau`` (nv,) and the external forces ``f_ext`` (nb, 6) or None (body coordinates), with gravity. The velocity
+    sweep and one up sweep, O(N). ``xi_dot`` and ``eta_dot`` are the time derivatives of ``xi(q, qd)`` and
+    ``eta(q, qd)`` along the motion the articulated-body algorithm gives, with or without armature (module
+    docstring); without armature ``xi_dot`` is the book's Alg 19.3's. Under ``jax.vmap`` on the CPU a batch is
     computed in chunks with the batch last (`jaxmb.batching.in_cpu_chunks`)."""
     check_shapes(model, q=q, qd=qd, tau=tau, f_ext=f_ext)
     return _dynamics_in_chunks(model, q, qd, tau, f_ext)
