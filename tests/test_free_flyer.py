@@ -3,7 +3,9 @@ articulated-body algorithm, Lemma 17.1's second form (17.12), (17.5), Lemma 17.5
 the dense ``J M^-1 J*`` at every body and against `jaxmb.upsilon`), re-rooting's invariants (17.45, 17.46, 17.48),
 and the errors for models these algorithms do not take.
 
-One program per model (`evaluate`) computes everything the tests compare."""
+One floating tree with every joint kind (free, revolute, prismatic, helical, spherical, planar), without and with
+armature on every coordinate: one program (`evaluate`) computes everything the tests compare, compiled once and
+called for both."""
 
 import functools
 
@@ -27,10 +29,9 @@ from jaxmb.testing import random_model, random_state
 
 RTOL = 1e-11
 
-MODELS = {
-    "floating-mixed": dict(seed=5, n_bodies=5, joint_mix="mixed", floating_base=True, branching=0.6),
-    "floating-screw-armature": dict(seed=11, n_bodies=6, joint_mix="screw", floating_base=True, armature=True),
-}
+TREE = dict(seed=17, n_bodies=6, joint_mix="mixed", floating_base=True)  # every joint kind
+MODELS = {"floating-mixed": TREE, "floating-mixed-armature": dict(TREE, armature=True)}  # one tree: one program
+SCREW_PATH_BODY = "b4"  # hangs from the free base by a helical and a revolute joint
 
 
 @functools.cache
@@ -38,6 +39,7 @@ def model(name):
     return random_model(**MODELS[name])
 
 
+@checks.fast_jit
 def _evaluate(m, q, qd, tau, f_ext):
     ab = articulated_body(m, q, qd, tau, f_ext)
     return {
@@ -62,7 +64,7 @@ def evaluated(name):
     m = model(name)
     q, qd, tau = random_state(m, jax.random.PRNGKey(3))
     f_ext = jax.random.normal(jax.random.PRNGKey(4), (m.nb, 6), q.dtype)
-    return m, q, tau, jax.device_get(checks.fast_jit(_evaluate)(m, q, qd, tau, f_ext))
+    return m, q, tau, jax.device_get(_evaluate(m, q, qd, tau, f_ext))
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -129,11 +131,12 @@ def rerooted(name, body):
 
 
 def test_reroot_invariants_17_45_17_46_17_48():
-    m, new, out = rerooted("floating-screw-armature", "b5")
-    assert new.topology.parent[new.body_index("b5")] == -1 and new.joint_names[new.body_index("b5")] == "root"
+    b = SCREW_PATH_BODY
+    m, new, out = rerooted("floating-mixed-armature", b)
+    assert new.topology.parent[new.body_index(b)] == -1 and new.joint_names[new.body_index(b)] == "root"
     checks.assert_close(out["J"].T @ out["M2"] @ out["J"], out["M"], RTOL)  # (17.45)
     checks.assert_close(out["K2"], out["K"], RTOL)  # (17.46)
-    R, p = body_frame_changes(m, "b5")
+    R, p = body_frame_changes(m, b)
     order = np.array([m.body_index(n) for n in new.body_names])
     U = jax.jit(phi_star_congruence)(Transform(jnp.asarray(R[order]), jnp.asarray(p[order])), out["U"][order])
     checks.assert_close(out["U2"], U, RTOL)  # (17.48): Upsilon at every body, in its new frame
@@ -152,7 +155,7 @@ def test_reroot_errors_name_the_problem():
     with pytest.raises(ModelError, match="takes a tree"):
         reroot(object(), "b2")
     with pytest.raises(ModelError, match="has armature"):
-        reroot(model("floating-screw-armature"), "b5")
+        reroot(model("floating-mixed-armature"), SCREW_PATH_BODY)
 
 
 def test_free_flyer_algorithms_refuse_a_fixed_base():

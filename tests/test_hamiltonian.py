@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from checks import assert_close, check_grads, fast_jit
+from checks import assert_close, check_grads, derivative_programs, fast_jit
 from jaxmb.configuration import configuration_rate, integrate
 from jaxmb.dynamics.articulated import forward_dynamics
 from jaxmb.dynamics.energy import kinetic_energy, potential_energy
@@ -25,10 +25,17 @@ from jaxmb.hinges import hinge_map
 from jaxmb.spatial import cross_force
 from jaxmb.testing import random_model, random_state
 
-MODELS = {
-    "mixed_floating_armature": dict(seed=3, n_bodies=8, joint_mix="mixed", floating_base=True, armature=True),
-    "screw_chain": dict(seed=5, n_bodies=6, joint_mix="screw", branching=0.0),
+MODELS = {  # every joint kind (free, revolute, prismatic, helical, spherical, planar), armature on every coordinate
+    "mixed_floating_armature": dict(seed=17, n_bodies=6, joint_mix="mixed", floating_base=True, armature=True),
 }
+SCREW_CHAIN = dict(seed=5, n_bodies=6, joint_mix="screw", branching=0.0)  # derivatives and batches
+
+
+@functools.cache
+def screw_chain():
+    model = random_model(**SCREW_CHAIN)
+    q, qd, tau = random_state(model, jax.random.PRNGKey(11))
+    return model, q, qd, tau
 
 
 @functools.cache
@@ -52,7 +59,9 @@ def coadjoint(model, qd, p_bodies):
 
 @fast_jit
 def _against_references(model, q, qd, tau, f_ext):
-    """Ours and the dense and autodiff references at one state: one program per model."""
+    """Ours and the dense and autodiff references at one state under the external forces ``f_ext``: one program
+    per model, called with and without them (zero; the forces' default, None, is the path of the trajectories and
+    derivatives below)."""
     M = mass_matrix(model, q)
     p = M @ qd
 
@@ -63,19 +72,20 @@ def _against_references(model, q, qd, tau, f_ext):
     minus_dH = -jax.grad(lambda v: H(integrate(model, q, v, 1.0)))(jnp.zeros_like(qd))
     q_rate = configuration_rate(model, q, qd)
     M_dot = jax.jvp(lambda q: mass_matrix(model, q), (q,), (q_rate,))[1]
-    rates = hamiltonian_dynamics(model, q, p, tau)
-    rates_ext = hamiltonian_dynamics(model, q, p, tau, f_ext)
-    return dict(M=M, p=momenta(model, q, qd), qd=velocities_from_momenta(model, q, p), rates=rates,
+    return dict(M=M, p=momenta(model, q, qd), qd=velocities_from_momenta(model, q, p),
+                rates=hamiltonian_dynamics(model, q, p, tau, f_ext),
                 hamel=minus_dH + tau - coadjoint(model, qd, p - model.armature * qd),
-                newton=M @ forward_dynamics(model, q, qd, tau) + M_dot @ qd, rates_ext=rates_ext,
-                newton_ext=M @ forward_dynamics(model, q, qd, tau, f_ext) + M_dot @ qd,
+                newton=M @ forward_dynamics(model, q, qd, tau, f_ext) + M_dot @ qd,
                 rates_at_velocity=momentum_rates(model, q, qd, tau, f_ext),
                 H=hamiltonian(model, q, p), energy=kinetic_energy(model, q, qd) + potential_energy(model, q))
 
 
 @functools.cache
 def references(name):
-    return _against_references(*model_and_state(name))
+    """The references without external forces, and with them (``"ext"``)."""
+    model, q, qd, tau, f_ext = model_and_state(name)
+    ref = _against_references(model, q, qd, tau, jnp.zeros_like(f_ext))
+    return dict(ref, ext=_against_references(model, q, qd, tau, f_ext))
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -100,8 +110,8 @@ def test_momentum_rates_equal_minus_dH_dq_plus_tau_by_autodiff(name):
 def test_momentum_rates_equal_M_qdd_plus_Mdot_qd_from_the_aba(name):
     ref = references(name)
     assert_close(ref["rates"].pd, ref["newton"], 1e-12)
-    assert_close(ref["rates_ext"].pd, ref["newton_ext"], 1e-12)  # with external forces
-    assert_close(ref["rates_at_velocity"], ref["newton_ext"], 1e-12)
+    assert_close(ref["ext"]["rates"].pd, ref["ext"]["newton"], 1e-12)  # with external forces
+    assert_close(ref["ext"]["rates_at_velocity"], ref["ext"]["newton"], 1e-12)
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -154,19 +164,24 @@ def test_trajectories_in_q_p_and_q_qd_agree_under_tight_rk4():
 
 
 def test_hamiltonian_dynamics_is_differentiable_and_batches():
-    model, q, qd, tau, _ = model_and_state("screw_chain")
+    model, q, qd, tau = screw_chain()
     p = momenta(model, q, qd)
-    check_grads(lambda q, p, tau: hamiltonian_dynamics(model, q, p, tau), (q, p, tau), atol=1e-6, rtol=1e-6)
+
+    def rates(q, p, tau):
+        return hamiltonian_dynamics(model, q, p, tau)
+
+    check_grads(rates, (q, p, tau), atol=1e-6, rtol=1e-6)
+    one_state = derivative_programs(rates)[0]  # the program of ``rates`` that check_grads compiled
     batch = jax.vmap(lambda s: 1.0 + 0.1 * s)(jnp.arange(3.0))
-    out = fast_jit(jax.vmap(lambda s: hamiltonian_dynamics(model, q * s, p * s, tau)))(batch)
+    out = fast_jit(jax.vmap(lambda s: rates(q * s, p * s, tau)))(batch)
     for i, s in enumerate(batch):
-        one = hamiltonian_dynamics(model, q * s, p * s, tau)
+        one = one_state(q * s, p * s, tau)
         assert_close(out.qd[i], one.qd, 1e-13)
         assert_close(out.pd[i], one.pd, 1e-13)
 
 
 def test_momenta_of_the_wrong_size_are_refused_with_their_name():
-    model, q, _, tau, _ = model_and_state("screw_chain")
+    model, q, _, tau = screw_chain()
     with pytest.raises(ValueError, match="p must have shape"):
         hamiltonian_dynamics(model, q, jnp.zeros(model.nv + 1), tau)
     with pytest.raises(ValueError, match="p must have shape"):
