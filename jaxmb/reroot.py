@@ -2,21 +2,37 @@
 base. A build-time transformation of the model, and the map of states between the two models.
 
 The new base ``b`` hangs from the world by a free joint; the joints on the path from the old base ``r`` to ``b``
-are reversed, each now carried by the body it used to move; the old base's free joint goes. A screw joint of axis
-``a`` reversed is the screw of axis ``-a`` with the same coordinate (its inverse motion), so every joint keeps its
-name, coordinate, limits and armature, and the old base's joint name passes to the new base's free joint.
+are reversed, each now carried by the body it used to move; the old base's free joint goes, and its name passes to
+the new base's free joint. Every joint keeps its name.
+
+Reversed joints. A joint of transform ``T(q) = (R, p)`` (its child frame in its joint frame) reversed is the joint
+of transform ``T(q)^-1``, and every kind reversed is a joint of the same kind. Its relative velocity, seen in its
+new child frame (the old joint frame), is ``-phi^-*(T) H* qd``: Sol 17.1's hinge term with its sign changed. In
+each kind's coordinates (`jaxmb.joints`; ``conj`` the quaternion conjugate, ``c, s = cos theta, sin theta``):
+
+    kind       q'                                   qd'                                         axis
+    screw      q                                    qd                                          -a
+    spherical  conj(q)                              -R qd                                       -
+    planar     [-(c x + s y), s x - c y, -theta]    -[c vx - s vy + w y, s vx + c vy - w x, w]  a (the normal)
+    free       [-R* p, conj(quaternion)]            -[R omega; R v + p~ R omega]                -
+
+Limits carry over where a coordinate maps to plus or minus itself (a negated coordinate swaps and negates its
+bounds): a screw's, the quaternion components, the planar angle. Armature carries over where its kinetic energy
+``1/2 qd* diag(armature) qd`` is the same in ``qd'``: any on a screw or the planar rotation, equal on the three
+rotations of a spherical or free joint, none on the translations of a planar or free joint (their reversed rates
+mix in the rotation). Limits or armature that do not carry over are refused (`ModelError`).
 
 Frames. A reversed joint's child is the body it used to carry, and the joint moves that body's joint frame: so the
 bodies of the path but ``b`` take as body frame the old frame of the joint above them on the path (``E``, its
 placement in the old body frame). Their inertias, child placements and frames are re-expressed in it; every other
 body keeps its frame. With ``V'(k) = phi*(E) V(k)`` the body velocities in the new frames:
 
-    qd' = J_RG qd,   M = J_RG* M' J_RG   (17.45),   K_e' = K_e   (17.46)
+    qd' = J_RG(q) qd,   M = J_RG* M' J_RG   (17.45),   K_e' = K_e   (17.46)
     Upsilon'(k) = phi*(E) Upsilon(k) phi(E)   (17.48, Lemma 17.4)
 
-``J_RG`` is the identity on every joint coordinate and puts ``b``'s body velocity in place of the old base's
-(`rerooted_state`). Sol 17.1: along the reversed path the velocities recur with the hinge term's sign changed, which
-the reversed axes carry.
+``J_RG`` (`rerooted_state`) puts ``b``'s body velocity ``V(b)`` in place of the old base's coordinates, the
+table's block on each reversed joint's (the identity for a screw, a function of its ``q`` for the others), and the
+identity on every other joint's. ``M`` and ``M'`` include the armature.
 """
 
 import warnings
@@ -28,6 +44,50 @@ from jaxmb.errors import ModelError
 from jaxmb.joints import KINDS, Joint
 from jaxmb.kinematics import body_velocities, forward_kinematics
 from jaxmb.model import Model, ModelBuilder
+from jaxmb.rotation import quat_to_matrix
+from jaxmb.spatial import Transform, inverse, mv, phi_star_inv
+
+
+def _conjugate(quaternion):
+    return quaternion * jnp.array([1.0, -1.0, -1.0, -1.0], quaternion.dtype)
+
+
+def _reversed_screw(q, qd):
+    return q, qd
+
+
+def _reversed_spherical(q, qd):
+    return _conjugate(q), -mv(quat_to_matrix(q), qd)
+
+
+def _reversed_planar(q, qd):
+    x, y, theta = q
+    vx, vy, w = qd
+    c, s = jnp.cos(theta), jnp.sin(theta)
+    return (jnp.stack([-(c * x + s * y), s * x - c * y, -theta]),
+            -jnp.stack([c * vx - s * vy + w * y, s * vx + c * vy - w * x, w]))
+
+
+def _reversed_free(q, qd):
+    T = Transform(quat_to_matrix(q[3:]), q[:3])
+    return jnp.concatenate([inverse(T).p, _conjugate(q[3:])]), -phi_star_inv(T, qd)
+
+
+# kind -> (the map (q, qd) -> (q', qd') of the module docstring's table, the sign of the axis, the sign with which
+# each coordinate of q' is the same coordinate of q (0: a mix of several, so no limits on it), which armature each
+# velocity coordinate may keep ("any", "equal" on all marked so, "none"), and why)
+_REVERSALS = {
+    "screw": (_reversed_screw, -1.0, (1,), ("any",), ""),
+    "spherical": (_reversed_spherical, 1.0, (1, -1, -1, -1), ("equal",) * 3,
+                  "its rate reverses as -R(q) qd, which keeps only armature equal on its three rotations"),
+    "planar": (_reversed_planar, 1.0, (0, 0, -1), ("none", "none", "any"),
+               "its translation rates reverse mixed with the rotation rate, which keeps armature on the rotation "
+               "only; and its x, y reverse mixed with theta, which keeps limits on theta only"),
+    "free": (_reversed_free, 1.0, (0, 0, 0, 1, -1, -1, -1), ("equal",) * 3 + ("none",) * 3,
+             "its rate reverses as -phi^-*(T(q)) qd, which keeps only armature equal on its three rotations and "
+             "none on its translations; and its position reverses as -R* p, which keeps limits on its quaternion "
+             "only"),
+}
 
 
 def _pose(R, p):
@@ -40,6 +100,23 @@ def _inverse(E):
 
 def _compose(A, B):
     return A[0] @ B[0], A[1] + A[0] @ B[1]
+
+
+def _check_reversal(model, body, k):
+    """Refuses joint ``k``, reversed by re-rooting at ``body``, where its limits or armature do not carry over."""
+    kind, name = model.topology.kinds[k], model.joint_names[k]
+    _, _, signs, keeps, why = _REVERSALS[kind]
+    q, v = model.joint_coordinates(name)
+    lower, upper = np.asarray(model.q_lower[q]), np.asarray(model.q_upper[q])
+    armature = np.asarray(model.armature[v])
+    keeps = np.asarray(keeps)
+    limited = (np.asarray(signs) == 0) & (np.isfinite(lower) | np.isfinite(upper))
+    equal = armature[keeps == "equal"]
+    if np.any(limited) or np.any(armature[keeps == "none"] != 0) or np.any(equal != equal[:1]):
+        what = "limits do" if np.any(limited) else "armature does"
+        raise ModelError(f"model {model.name!r}: re-rooting at body {body!r} reverses the {model.joint_types[k]} "
+                         f"joint {name!r}, whose {what} not carry over exactly (lower {lower.tolist()}, upper "
+                         f"{upper.tolist()}, armature {armature.tolist()}): {why}")
 
 
 def _path_to(model, body):
@@ -55,22 +132,20 @@ def _path_to(model, body):
     if model.topology.kinds[root] != "free":
         raise ModelError(f"model {model.name!r}: re-rooting needs a free-flying tree, but the root joint "
                          f"{model.joint_names[root]!r} of body {body!r}'s tree is {model.joint_types[root]}")
-    not_screw = [model.joint_names[k] for k in path[1:] if model.topology.kinds[k] != "screw"]
-    if not_screw:
-        raise ModelError(f"model {model.name!r}: re-rooting reverses the joints from the base to {body!r}, which "
-                         f"must be revolute, prismatic or helical; {not_screw} are not")
     v = model.topology.v_offset[root]
     if np.any(np.asarray(model.armature[v : v + 6]) != 0):
         raise ModelError(f"model {model.name!r}: the root joint {model.joint_names[root]!r} has armature, which a "
                          "re-rooted tree has no joint for")
+    for k in path[1:]:
+        _check_reversal(model, body, k)
     return path
 
 
 def reroot(model: Model, body: str) -> Model:
     """The model of the same free-flying tree with ``body`` as its base (module docstring). Bodies and joints keep
     their names; the new base's free joint takes the old base's joint name. Raises `ModelError` for a body the
-    model lacks, a tree whose root joint is not free or has armature, a joint on the path that is not a screw joint,
-    or a model that is not a tree."""
+    model lacks, a tree whose root joint is not free or has armature, a joint on the path whose limits or armature
+    do not carry over to its reversal, or a model that is not a tree."""
     path = _path_to(model, body)
     topo = model.topology
     names = model.body_names
@@ -93,19 +168,21 @@ def reroot(model: Model, body: str) -> Model:
         j = new_joint[k]
         qs = slice(topo.q_offset[j], topo.q_offset[j] + topo.nq_body[j])
         vs = slice(topo.v_offset[j], topo.v_offset[j] + topo.nv_body[j])
-        reversed_joint = j != k and k != path[-1]
-        if k == path[-1]:
+        if k == path[-1] and len(path) > 1:
             joint, placement = Joint("free", KINDS["free"]), None
         else:
-            limits = {} if topo.kinds[j] != "screw" else dict(lower=tuple(q_lower[qs]), upper=tuple(q_upper[qs]))
-            limits = {key: (None if np.all(np.isinf(v)) else v) for key, v in limits.items()}
-            joint = Joint(model.joint_types[j], KINDS[topo.kinds[j]], tuple(-axis[j] if reversed_joint else axis[j]),
-                          tuple(coef[j]), **limits)
-            if reversed_joint:  # the old child frame of j, seen from its new frame: E(j)^-1
-                placement = _inverse(E[j])
+            lower, upper, axis_j = q_lower[qs], q_upper[qs], axis[j]
+            if j != k:  # reversed: the old child frame of j, seen from its new frame, is E(j)^-1
+                _, axis_sign, signs, _, _ = _REVERSALS[topo.kinds[j]]
+                signs = np.asarray(signs)
+                lower, upper = (np.where(signs < 0, -upper, lower), np.where(signs < 0, -lower, upper))
+                axis_j, placement = axis_sign * axis_j, _inverse(E[j])
             else:
                 parent = new_parent[k]
                 placement = X_tree[k] if parent is None else _compose(_inverse(E[parent]), X_tree[k])
+            limits = {key: (None if np.all(np.isinf(x)) else tuple(x)) for key, x in (("lower", lower),
+                                                                                    ("upper", upper))}
+            joint = Joint(model.joint_types[j], KINDS[topo.kinds[j]], tuple(axis_j), tuple(coef[j]), **limits)
         R_E, p_E = E[k]
         com = R_E.T @ (np.asarray(model.com[k]) - p_E)
         inertia = R_E.T @ np.asarray(model.inertia[k]) @ R_E
@@ -113,7 +190,7 @@ def reroot(model: Model, body: str) -> Model:
             warnings.simplefilter("ignore")  # the model's inertias were judged when it was built
             b.add_body(names[k], None if new_parent[k] is None else names[new_parent[k]], joint,
                        joint_name=model.joint_names[j], placement=placement, mass=float(model.mass[k]), com=com,
-                       inertia=inertia, armature=None if k == path[-1] else armature[vs])
+                       inertia=inertia, armature=armature[vs])
     R_f, p_f = np.asarray(model.frame_placement.R), np.asarray(model.frame_placement.p)
     for f, (name, k) in enumerate(zip(model.frame_names, model.frame_body)):
         if name in names:
@@ -152,9 +229,10 @@ def _quaternion(R):
 
 
 def rerooted_state(model: Model, rerooted: Model, q, qd):
-    """``(q', qd')`` of ``rerooted`` (`reroot` of ``model``) for the state ``(q, qd)`` of ``model``: every joint's
-    coordinates by name, and the new base's free joint at the base body's world pose and body velocity. ``qd'`` is
-    linear in ``qd``: ``qd' = J_RG qd`` (17.45)."""
+    """``(q', qd')`` of ``rerooted`` (`reroot` of ``model``) for the state ``(q, qd)`` of ``model``: the new base's
+    free joint at the base body's world pose and body velocity, each reversed joint's coordinates by the module
+    docstring's table, every other joint's as they are, by name. ``qd'`` is linear in ``qd``: ``qd' = J_RG(q) qd``
+    (17.45)."""
     old_roots = {model.body_names[i] for i in np.flatnonzero(model.topology.parent < 0)}
     moved = [rerooted.body_names[i] for i in np.flatnonzero(rerooted.topology.parent < 0)
              if rerooted.body_names[i] not in old_roots]
@@ -165,11 +243,13 @@ def rerooted_state(model: Model, rerooted: Model, q, qd):
     q_new, qd_new = jnp.zeros(rerooted.nq, q.dtype), jnp.zeros(rerooted.nv, qd.dtype)
     for name in rerooted.joint_names:
         q_slice, v_slice = rerooted.joint_coordinates(name)
-        if rerooted.body_names[rerooted.joint_index(name)] == base:
-            q_new = q_new.at[q_slice].set(jnp.concatenate([T.p[k], _quaternion(T.R[k])]))
-            qd_new = qd_new.at[v_slice].set(V[k])
+        carrier = rerooted.body_names[rerooted.joint_index(name)]
+        if carrier == base:
+            q_j, qd_j = jnp.concatenate([T.p[k], _quaternion(T.R[k])]), V[k]
         else:
             old_q, old_v = model.joint_coordinates(name)
-            q_new, qd_new = q_new.at[q_slice].set(q[old_q]), qd_new.at[v_slice].set(qd[old_v])
+            q_j, qd_j = q[old_q], qd[old_v]
+            if carrier != model.body_names[model.joint_index(name)]:  # reversed
+                q_j, qd_j = _REVERSALS[model.topology.kinds[model.joint_index(name)]][0](q_j, qd_j)
+        q_new, qd_new = q_new.at[q_slice].set(q_j), qd_new.at[v_slice].set(qd_j)
     return q_new, qd_new
-
