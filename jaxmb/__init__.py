@@ -43,7 +43,6 @@ from jaxmb.dynamics.energy import (
 from jaxmb.dynamics.factorization import (
     innovations_factor_inverse,
     innovations_factors,
-    log_det_mass_matrix,
     mass_matrix_inverse,
     mass_matrix_inverse_times,
 )
@@ -75,7 +74,12 @@ from jaxmb.dynamics.hamiltonian import (
 from jaxmb.dynamics.hybrid import hybrid_dynamics
 from jaxmb.dynamics.inverse import bias_forces, body_forces, gravity_forces, inverse_dynamics
 from jaxmb.dynamics.mass import composite_inertias, mass_matrix
-from jaxmb.dynamics.sensitivity import InertiaRates, articulated_inertia_rates, log_det_mass_matrix_gradient
+from jaxmb.dynamics.sensitivity import (
+    InertiaRates,
+    articulated_inertia_rates,
+    log_det_mass_matrix,
+    log_det_mass_matrix_gradient,
+)
 from jaxmb.dynamics.opspace import (
     TaskInertia,
     TaskSpace,

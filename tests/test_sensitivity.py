@@ -1,7 +1,8 @@
 """Sensitivities (book ch. 18) on random trees, in float64: the mass-matrix sensitivity (18.36) and the rates of
 Alg 18.1 against forward-mode autodiff, (18.66) summed from Alg 18.1 one coordinate at a time, and the O(N)
 gradient of log det M (the custom derivative of `jaxmb.dynamics.sensitivity.log_det_mass_matrix`) against
-automatic differentiation through the articulated-body sweep, in q and in every model parameter, both modes.
+automatic differentiation through the articulated-body sweep, in q and in every model parameter, both modes, and
+its Hessian in q.
 
 A floating tree with every joint kind and armature on every coordinate carries the general checks; a screw tree,
 whose coordinates are their own tangent coordinates, those in ``d/dq`` ((18.36), (18.66)). One program per tree
@@ -47,6 +48,7 @@ def _evaluate(m, q, qd):
     out["dq_rule_fwd"] = jax.jacfwd(ld, 1)(m, q)
     out["dmodel_rule"], out["dq_rule_rev"] = jax.grad(ld, (0, 1))(m, q)
     out["dmodel_sweep"], out["dq_sweep"] = jax.grad(_log_det_sweep, (0, 1))(m, q)
+    out["hessian_rule"], out["hessian_sweep"] = jax.hessian(ld, 1)(m, q), jax.hessian(_log_det_sweep, 1)(m, q)
     out["D_dot"] = sensitivity.articulated_inertia_rates(m, q, qd).D_dot
     out["D_dot_jvp"] = jax.jvp(lambda q: articulated_inertias(m, q).D, (q,), (configuration_rate(m, q, qd),))[1]
     return out
@@ -93,6 +95,13 @@ def test_log_det_custom_derivative_equals_autodiff_in_every_model_parameter():
     for rule, sweep in zip(jax.tree.leaves(out["dmodel_rule"]), jax.tree.leaves(out["dmodel_sweep"])):
         checks.assert_close(rule, sweep, RTOL)
     assert np.abs(out["dmodel_sweep"].armature).max() > 0
+
+
+def test_log_det_custom_derivative_has_the_hessian_of_autodiff_in_every_direction_of_q():
+    """Quaternion coordinates included, off the unit sphere as well: the rule is the derivative of the sweep as a
+    function of ``q`` in R^nq."""
+    _, _, out = evaluated()
+    checks.assert_close(out["hessian_rule"], out["hessian_sweep"], RTOL)
 
 
 def test_free_base_pose_does_not_move_log_det():

@@ -32,26 +32,32 @@ acts on the tree, with ``Upsilon+(k) = phi*(parent, k) Upsilon(parent) phi(paren
                        + 2 Tr{dH(k) [I - P tau_bar* Upsilon+](k) G(k)}                   hinge maps
                        +   sum_j darmature_j [D^-1 + G* Upsilon+ G](k)_jj                 armature
 
+One down sweep of ``Upsilon`` (`adjoint_step`) gives all four adjoints, body by body. The derivative rule of
+`log_det_mass_matrix` computes them with the value and pulls them back through the joint poses, body inertias,
+hinge maps and armature as functions of ``(model, q)`` (no sweep): the gradient in every live argument, which it
+contracts with the tangents. The adjoint of the joint pose is exact for any ``R``, so the rule's own derivatives
+(Hessians, in any direction of ``q``, unit quaternions or not) are those of the sweep.
+
 For a motion of joint k along its hinge, ``d phi(parent, k) = phi(parent, k) h-bar`` with ``h = H*(k) e_j``, so
-``d log det M / d theta_j = 2 Tr{Upsilon+(k) h-bar P+(k)}`` (`log_det_mass_matrix_gradient`): the (18.68) of the
-book with ``P+`` and ``Upsilon+`` taken on the parent's side of the hinge, which holds for every joint kind, in the
-tangent coordinates of `jaxmb.integrate`. The gradient of the Fixman potential ``1/2 log det M`` is half of it.
+``d log det M / d theta_j = 2 Tr{Upsilon+(k) h-bar P+(k)} = h . f(k)``, ``f = [axial(S_11 + S_22); axial(S_12)]``
+of ``S = 2 Upsilon+ P+`` in 3x3 blocks (`log_det_mass_matrix_gradient`): the (18.68) of the book with ``P+`` and
+``Upsilon+`` taken on the parent's side of the hinge, which holds for every joint kind, in the tangent coordinates
+of `jaxmb.integrate`. The gradient of the Fixman potential ``1/2 log det M`` is half of it.
 """
 
+import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from jaxmb.batching import eager_jit, in_cpu_chunks, live_tangents, of_live, take_rows
+from jaxmb.batching import eager_jit, in_cpu_chunks, live_tangents, of_live, take_rows, vmap_in_cpu_chunks
 from jaxmb.dynamics.ab_steps import solve_small
 from jaxmb.dynamics.articulated import articulated_inertias
-from jaxmb.dynamics.opspace import upsilon
 from jaxmb.hinges import body_inertias, hinge_map, hinge_motion, joint_poses
 from jaxmb.model import check_shapes
-from jaxmb.spatial import mm, phi_congruence, phi_matrix, phi_star_congruence, skew, swap
-from jaxmb.sweeps import up
+from jaxmb.spatial import Transform, dot, mm, phi_congruence, skew, swap
+from jaxmb.sweeps import down, up
 
 
 def motion_cross_matrix(x):
@@ -137,98 +143,122 @@ def articulated_inertia_rates(model, q, qd) -> InertiaRates:
 # -- d log det M / dq in O(N) ---------------------------------------------------------------------------------------
 
 
-def upsilon_plus(model, X, Y):
-    """``Upsilon+(k) = phi*(parent, k) Upsilon(parent) phi(parent, k)`` (nb, 6, 6) from ``Upsilon`` (nb, 6, 6);
-    zero at a root, whose parent is the world."""
-    return phi_star_congruence(X, _at_parents(model, Y))
+def _axial(A):
+    """The vector ``a`` (3,) with ``<A, x~> = a . x`` for every ``x`` (3,), ``<A, B> = Tr(A* B)``: the axial vector
+    of ``A - A*``."""
+    return jnp.stack([A[2, 1] - A[1, 2], A[0, 2] - A[2, 0], A[1, 0] - A[0, 1]])
 
 
-def _at_parents(model, Y):
-    """``Y(parent k)`` (nb, 6, 6), zero where the parent is the world."""
-    parent = model.topology.parent
-    padded = jnp.concatenate([Y, jnp.zeros((1, 6, 6), Y.dtype)])
-    return take_rows(padded, np.where(parent < 0, model.nb, parent))
+class Adjoints(NamedTuple):
+    """`adjoint_step`'s result at one body, the down sweep's value: ``Upsilon`` (6, 6), the derivative of
+    ``log det M`` in the joint pose ``X = (R, p)`` (Transform), and the force ``f`` (6,) with
+    ``<f, x> = 2 Tr{Upsilon+ x-bar P+}`` for a motion ``x`` of the joint (module docstring)."""
+
+    Y: jnp.ndarray
+    pose: Transform
+    f: jnp.ndarray
 
 
-def _trace_product(A, B):
-    """``Tr(A B)`` of (..., 6, 6) matrices, ``B`` symmetric."""
-    return jnp.sum(A * B, axis=(-2, -1))
+def _top_and_diagonal(A11, A12, A21, A22, P):
+    """The blocks 11, 12 and 22 of ``[[A11, A12], [A21, A22]] P`` for a symmetric ``P`` (6, 6), in 3x3 blocks."""
+    Pa, Pb, Pc = P[:3, :3], P[:3, 3:], P[3:, 3:]
+    return mm(A11, Pa) + mm(A12, swap(Pb)), mm(A11, Pb) + mm(A12, Pc), mm(A21, Pb) + mm(A22, Pc)
+
+
+def adjoint_step(parent, X_k, P_k, P_plus_k, tau_bar_k, H_k, G_k, D_k):
+    """One step of the adjoint sweep of ``log det M`` at body k (module docstring): ``Upsilon(k)`` from
+    ``Upsilon(parent)`` (Alg 10.3, (10.16)), and the derivatives of ``log det M`` in the joint's pose, its hinge
+    map and its armature. Returns `Adjoints` and, per coordinate, the rows of ``2 [I - P tau_bar* Upsilon+] G``
+    (n, 6) and ``[D^-1 + G* Upsilon+ G]_jj`` (n,).
+
+    In 3x3 blocks, with ``phi(parent, k) = [[R, p~ R], [0, R]]`` (1.31): ``T = Upsilon(parent) phi``,
+    ``Upsilon+ = phi* T`` and ``C = 2 T P+``, the derivative of ``sum Tr{Upsilon(parent) phi P+ phi*}`` in
+    ``phi``, whence ``d/dR = C_11 + C_22 - p~ C_12`` and ``d/dp = axial(C_12 R*)``, for any ``R``."""
+    n = H_k.shape[0]
+    R, pt, Y = X_k.R, skew(X_k.p), parent.Y
+    Ya, Yb, Yc = Y[:3, :3], Y[:3, 3:], Y[3:, 3:]
+    T11, T12 = mm(Ya, R), mm(mm(Ya, pt) + Yb, R)
+    T21, T22 = mm(swap(Yb), R), mm(mm(swap(Yb), pt) + Yc, R)
+    Y12 = mm(swap(R), T12)
+    Y11, Y22 = mm(swap(R), T11), mm(swap(R), T22 - mm(pt, T12))
+    Y_plus = jnp.concatenate([jnp.concatenate([Y11, Y12], -1), jnp.concatenate([swap(Y12), Y22], -1)], -2)
+    Z = mm(Y_plus, G_k.T)  # Upsilon+ G                                                                   (6, n)
+    L = solve_small(D_k[:, :n], jnp.eye(n, dtype=Z.dtype)) + mm(G_k, Z)  # D^-1 + G* Upsilon+ G         (n, n)
+    U = mm(L, H_k) - Z.T
+    Y = Y_plus + mm(H_k.T, U) - mm(Z, H_k)  # Upsilon(k) = psi* Upsilon(parent) psi + H* D^-1 H       (10.16)
+    C11, C12, C22 = (2.0 * c for c in _top_and_diagonal(T11, T12, T21, T22, P_plus_k))
+    pose = Transform(R=C11 + C22 - mm(pt, C12), p=_axial(mm(C12, swap(R))))
+    S11, S12, S22 = (2.0 * c for c in _top_and_diagonal(Y11, Y12, swap(Y12), Y22, P_plus_k))  # 2 Upsilon+ P+
+    f = jnp.concatenate([_axial(S11 + S22), _axial(S12)])  # <S, x-bar>, x-bar = [[w~, v~], [0, w~]]
+    hinge = 2.0 * (G_k - mm(mm(Z.T, tau_bar_k), P_k))  # rows of 2 [I - P tau_bar* Upsilon+] G
+    return Adjoints(Y, pose, f), (hinge, jnp.diagonal(L))
+
+
+def _adjoint_sweep(model, X, H, ab):
+    """`adjoint_step` from the base to the tips, on the articulated-body quantities ``ab`` of ``X, H``: `Adjoints`
+    (nb, ...), the hinge rows (nv, 6) and the armature's (nv,)."""
+    dt = ab.P.dtype
+    zero = Adjoints(jnp.zeros((6, 6), dt), Transform(jnp.zeros((3, 3), dt), jnp.zeros(3, dt)), jnp.zeros(6, dt))
+    return down(model.topology, adjoint_step, zero, X, ab.P, ab.P_plus, ab.tau_bar, dofs=(H, ab.G, ab.D))
 
 
 @eager_jit
 def log_det_mass_matrix_gradient(model, q):
-    """``d log det M / d theta`` (nv,) in O(N): ``2 Tr{Upsilon+(k) h_j-bar P+(k)}`` for coordinate j of joint k,
-    ``h_j = H*(k) e_j`` (module docstring). Tangent coordinates, as `jaxmb.integrate` moves: component j is
-    ``d/ds log det M(integrate(q, e_j, s))`` at ``s = 0`` (``d / d q_j`` for screw joints). ``M`` includes the
-    armature; the gradient of a free base is zero (``M`` does not depend on the base's pose). Under ``jax.vmap``
-    on the CPU a batch is computed in chunks with the batch last (`jaxmb.batching.in_cpu_chunks`)."""
+    """``d log det M / d theta`` (nv,) in O(N): ``2 Tr{Upsilon+(k) h_j-bar P+(k)} = h_j . f(k)`` for coordinate j
+    of joint k, ``h_j = H*(k) e_j`` (module docstring). Tangent coordinates, as
+    `jaxmb.integrate` moves: component j is ``d/ds log det M(integrate(q, e_j, s))`` at ``s = 0`` (``d / d q_j``
+    for screw joints). ``M`` includes the armature; the gradient of a free base is zero (``M`` does not depend on
+    the base's pose). Under ``jax.vmap`` on the CPU a batch is computed in chunks with the batch last
+    (`jaxmb.batching.in_cpu_chunks`)."""
     check_shapes(model, q=q)
     return _gradient_in_chunks(model, q)
 
 
 def _gradient(model, q):
-    ab = articulated_inertias(model, q)
     X, H = joint_poses(model, q), hinge_map(model)
-    Y_plus = take_rows(upsilon_plus(model, X, upsilon(model, q)), model.topology.dof_body)  # (nv, 6, 6)
-    P_plus = take_rows(ab.P_plus, model.topology.dof_body)
-    return 2.0 * _trace_product(mm(Y_plus, force_cross_matrix(H)), P_plus)  # 2 Tr{Upsilon+ h-bar P+}
+    adj, _ = _adjoint_sweep(model, X, H, articulated_inertias(model, q))
+    return dot(H, take_rows(adj.f, model.topology.dof_body))
 
 
 _gradient_in_chunks = in_cpu_chunks(_gradient)
 
 
-def _inverse_diagonal(topology, D_rows):
-    """The diagonal of ``D(k)^-1`` by coordinate (nv,) from `ArticulatedBody.D`'s rows, the joints of one size
-    solved together."""
-    parts, order = [], []
-    for n in np.unique(topology.nv_body[topology.nv_body > 0]):
-        bodies = np.flatnonzero(topology.nv_body == n)
-        dofs = (topology.v_offset[bodies][:, None] + np.arange(n)).reshape(-1)
-        blocks = take_rows(D_rows, dofs).reshape(len(bodies), n, 6)[..., :n]
-        inverse = solve_small(blocks, jnp.broadcast_to(jnp.eye(n, dtype=D_rows.dtype), blocks.shape))
-        parts.append(jnp.diagonal(inverse, axis1=-2, axis2=-1).reshape(-1))
-        order.append(dofs)
-    return take_rows(jnp.concatenate(parts), np.argsort(np.concatenate(order)))
+def _per_body(model, q):
+    """What ``log det M`` depends on, the tree's sweeps aside: the joint poses ``X`` (Transform, nb), the body
+    inertias ``M(k)`` (nb, 6, 6), the hinge maps ``H`` (nv, 6) and the armature (nv,)."""
+    return joint_poses(model, q), body_inertias(model), hinge_map(model), model.armature
 
 
-def _log_det_sweep(model, q):
-    return jnp.sum(articulated_inertias(model, q).log_det_D)
+def _log_det_and_gradient(model, q, live):
+    """``log det M`` and its gradient in the leaves ``live`` of the flattened ``(model, q)``: the two sweeps give
+    its derivatives in each of `_per_body`'s quantities (module docstring), which are pulled back through
+    `_per_body`, no sweep."""
+    X, _, H, _ = _per_body(model, q)
+    ab = articulated_inertias(model, q)
+    adj, (hinge, armature_adjoint) = _adjoint_sweep(model, X, H, ab)
+    fun, args = of_live(_per_body, (model, q), live)
+    return jnp.sum(ab.log_det_D), jax.vjp(fun, *args)[1]((adj.pose, adj.Y, hinge, armature_adjoint))
+
+
+_log_det_in_chunks = vmap_in_cpu_chunks(lambda model, q: jnp.sum(articulated_inertias(model, q).log_det_D))
 
 
 @jax.custom_jvp
 def _log_det(model, q):
-    return _log_det_sweep(model, q)
-
-
-def _per_body(model, q):
-    """The quantities of ``(model, q)`` that ``log det M`` depends on, the tree's sweeps aside: joint poses, body
-    inertias, hinge maps and armature."""
-    return joint_poses(model, q), body_inertias(model), hinge_map(model), model.armature
+    return _log_det_in_chunks(model, q)
 
 
 def _log_det_jvp(primals, tangents):
-    """The tangent of ``log det M`` along the live tangents of ``(model, q)`` (module docstring): the tangents of
-    the joint poses, body inertias, hinge maps and armature (no sweep), contracted with ``Upsilon`` and the
-    articulated-body quantities. Linear in them, so reverse mode transposes it."""
+    """The tangent of ``log det M`` along the live tangents of ``(model, q)``: the gradient in those leaves
+    (`_log_det_and_gradient`, two sweeps, batched in chunks), contracted with the tangents. Linear in them, so
+    reverse mode transposes it."""
     model, q = primals
-    ab = articulated_inertias(model, q)
-    value = jnp.sum(ab.log_det_D)
     live, dots = live_tangents(primals, tangents)
     if not live:
+        value = _log_det_in_chunks(model, q)
         return value, jnp.zeros_like(value)
-    Y = upsilon(model, q)
-    fun, args = of_live(_per_body, primals, live)
-    (X, _, H, _), (dX, dM, dH, dA) = jax.jvp(fun, args, dots)
-    topo = model.topology
-    Phi, dPhi = jax.jvp(phi_matrix, (X,), (dX,))
-    Y_plus = upsilon_plus(model, X, Y)
-    poses = 2.0 * jnp.sum(_trace_product(mm(mm(swap(Phi), _at_parents(model, Y)), dPhi), ab.P_plus))
-    inertias = jnp.sum(_trace_product(Y, dM))
-    B = jnp.eye(6, dtype=Y.dtype) - mm(mm(ab.P, swap(ab.tau_bar)), Y_plus)  # I - P tau_bar* Upsilon+   (nb, 6, 6)
-    hinges = 2.0 * jnp.sum(dH * jnp.einsum("vij,vj->vi", take_rows(B, topo.dof_body), ab.G))
-    GYG = jnp.einsum("vi,vij,vj->v", ab.G, take_rows(Y_plus, topo.dof_body), ab.G)
-    armature = jnp.sum(dA * (_inverse_diagonal(topo, ab.D) + GYG))
-    return value, poses + inertias + hinges + armature
+    value, grads = in_cpu_chunks(functools.partial(_log_det_and_gradient, live=tuple(live)))(model, q)
+    return value, sum(jnp.sum(g * d) for g, d in zip(grads, dots))
 
 
 _log_det.defjvp(_log_det_jvp, symbolic_zeros=True)
