@@ -13,7 +13,10 @@ import pytest
 import jaxmb
 from jaxmb import assets, joints
 from jaxmb.sim import box, init_state, make_scene, plane, position, residuals, rollout, sphere, step, urdf_geometry
-from jaxmb.sim.integrators import euler
+from jaxmb.kinematics import forward_kinematics
+from jaxmb.sim.constraints import contacts, joint_rows, row_space
+from jaxmb.sim.integrators import euler, step_factors
+from jaxmb.testing import random_model
 from jaxmb.sim.solver import solve, sweep
 
 from checks import fast_jit
@@ -183,6 +186,35 @@ def quadruped():
                             integrator=i, pairs_include=[("floor", g.name) for g in feet])
               for c, i in (("constraint", "euler"), ("compliant", "implicit"))}
     return model, scenes, q0, jnp.asarray(pose)
+
+
+def _row_space_and_dense(scene, q):
+    """The solver rows' ``(J, A)`` at ``q`` (`jaxmb.sim.constraints.row_space`), and ``J M^-1 J*`` from the dense
+    mass matrix."""
+    model = scene.model
+    T = forward_kinematics(model, q)
+    qd = jnp.zeros(model.nv, q.dtype)
+    ab = step_factors(model, q, qd, qd)
+    J, A = row_space(scene, model, q, T, contacts(scene, T), ab, joint_rows(scene, q, 0.002))
+    return A, J @ jnp.linalg.solve(jaxmb.mass_matrix(model, q), J.T)
+
+
+def test_solver_rows_compliance_is_J_Minv_Jt_of_the_dense_mass_matrix(quadruped):
+    """The compliance of the solver's rows from their walks up the tree (contact sides as task frames, joint rows
+    as unit generalized forces entering at their joints) equals ``J M^-1 J*``: the quadruped's four feet and
+    twelve limit rows, signed toward the nearer limit; a random floating tree of every joint kind with spheres on
+    its bodies and a Coulomb friction row on every coordinate, multi-dof joints' included."""
+    model, scenes, q0, _ = quadruped
+    q = q0.at[7:].add(jnp.asarray(np.random.default_rng(0).uniform(-0.3, 0.3, model.nv - 6)))
+    tree = random_model(3, n_bodies=7, floating_base=True)
+    spheres = [sphere(f"b{i}", 0.1, name=f"s{i}") for i in range(1, 7)]
+    random_scene = make_scene(tree, [plane(name="floor")] + spheres, frictionloss=0.5,
+                              pairs_include=[("floor", g.name) for g in spheres])
+    q_tree = jaxmb.random_configuration(tree, jax.random.PRNGKey(1))
+    for scene, at in ((scenes["constraint"], q), (random_scene, q_tree)):
+        A, dense = fast_jit(_row_space_and_dense)(scene, at)
+        assert A.shape == (scene.rows, scene.rows)
+        assert float(jnp.max(jnp.abs(A - dense))) < 1e-12 * float(jnp.max(jnp.abs(dense)))
 
 
 @pytest.mark.parametrize("contact", ["constraint", "compliant"])

@@ -20,6 +20,11 @@ compliance sums over the ancestors two frames have in common:
 Pinocchio's Delassus matrix works along the same paths. For one talos hand the walk visits 10 of 45 bodies with
 6 columns where the column sweeps visit all 45 with 6, twice; for both hands and feet 34 body visits with 6
 columns against 2 x 45 with 24. The articulated-body quantities ``P, D, G`` still come from the sweep over every body.
+
+The same walk serves any generalized-force column ``x``: recorded by coordinate, ``Y = [I - H psi K] x`` and
+``nu = D^-1 Y`` (`Columns`) give ``x_1* M^-1 x_2 = Y_1* nu_2`` (7.18), a dense product of two (nv, c) arrays where
+many rows share paths. A unit force ``e_v`` on coordinate v enters at its own joint and walks up from the joint's
+parent (`unit_forces`): a joint limit's row costs its depth, not a sweep of the tree.
 """
 
 from functools import cache, reduce
@@ -139,6 +144,23 @@ def walk_task_columns(model, q, d, placement, body, ab):
     m, r = d.shape[0], d.shape[1]
     if not len(plan.order):
         return jnp.zeros((m * r, m * r), d.dtype), jnp.zeros((model.nv, m * r), d.dtype)
+    Y, nu = _recorded(model, q, d, placement, plan, ab)
+    blocks = []
+    for Y_rows, nu_rows in plan.pairs:  # Lambda_inv(i, j) = sum_a Y_i*(a) nu_j(a)
+        Y_t, nu_t = take_rows(Y, Y_rows.reshape(-1)), take_rows(nu, nu_rows.reshape(-1))
+        terms = Y_t.reshape(Y_rows.shape + (r, 1)) * nu_t.reshape(nu_rows.shape + (1, r))
+        blocks.append(reduce(jnp.add, [terms[:, a] for a in range(terms.shape[1])]))  # slices: no reduce op
+    blocks = jnp.concatenate(blocks) if blocks else jnp.zeros((0, r, r), d.dtype)
+    every = jnp.concatenate([blocks, swap(blocks), jnp.zeros((1, r, r), d.dtype)])
+    L = take_rows(every, plan.block.reshape(-1)).reshape(m, m, r, r)
+    L = jnp.transpose(L, (0, 2, 1, 3)).reshape(m * r, m * r)
+    return 0.5 * (L + L.T), _by_coordinate(model, plan, nu)
+
+
+def _recorded(model, q, d, placement, plan, ab):
+    """``(Y, nu)``: the rows ``Y_i(a) = H(a) F_i`` and ``nu_i(a) = D^-1(a) Y_i(a)`` (rows, r) of every frame at
+    every coordinate of its path, in the order of the `Walk`'s rows."""
+    r = d.shape[1]
     X, H = joint_poses(model, q), hinge_map(model)
     columns = phi(_over_rows(placement), d)  # phi(b_i, O_i) d_i*                                   (m, r, 6)
     F = take_rows(columns, plan.order)
@@ -162,15 +184,67 @@ def walk_task_columns(model, q, d, placement, body, ab):
                 moved.append(phi(_over_rows(X_g), tau_bar_F))  # to the parent
         if len(step.place):
             F = place_rows(moved, step.place)
-    Y, nu = jnp.concatenate(Y), jnp.concatenate(nu)
-    blocks = []
-    for Y_rows, nu_rows in plan.pairs:  # Lambda_inv(i, j) = sum_a Y_i*(a) nu_j(a)
-        Y_t, nu_t = take_rows(Y, Y_rows.reshape(-1)), take_rows(nu, nu_rows.reshape(-1))
-        terms = Y_t.reshape(Y_rows.shape + (r, 1)) * nu_t.reshape(nu_rows.shape + (1, r))
-        blocks.append(reduce(jnp.add, [terms[:, a] for a in range(terms.shape[1])]))  # slices: no reduce op
-    blocks = jnp.concatenate(blocks) if blocks else jnp.zeros((0, r, r), d.dtype)
-    every = jnp.concatenate([blocks, swap(blocks), jnp.zeros((1, r, r), d.dtype)])
-    L = take_rows(every, plan.block.reshape(-1)).reshape(m, m, r, r)
-    L = jnp.transpose(L, (0, 2, 1, 3)).reshape(m * r, m * r)
-    nu = take_rows(jnp.concatenate([nu, jnp.zeros((1, r), d.dtype)]), plan.nu_row.reshape(-1))
-    return 0.5 * (L + L.T), nu.reshape(model.nv, m * r)
+    return jnp.concatenate(Y), jnp.concatenate(nu)
+
+
+def _by_coordinate(model, plan, Z):
+    """The recorded rows ``Z`` (rows, r) of the frames (m) by coordinate (nv, m r), zero off each frame's path."""
+    r = Z.shape[1]
+    Z = take_rows(jnp.concatenate([Z, jnp.zeros((1, r), Z.dtype)]), plan.nu_row.reshape(-1))
+    return Z.reshape(model.nv, -1)
+
+
+class Columns(NamedTuple):
+    """Generalized-force columns ``x`` (nv, c) recorded by coordinate: ``Y = [I - H psi K] x`` (the innovations of
+    (7.18)) and ``nu = D^-1 Y``, both (nv, c), zero off the columns' paths. For any two sets of columns,
+    ``x_1* M^-1 x_2 = Y_1* nu_2``; for task columns ``x = J*``, ``Y = H psi B``."""
+
+    Y: jnp.ndarray
+    nu: jnp.ndarray
+
+
+def walk_columns(model, q, d, placement, body, ab) -> Columns:
+    """The `Columns` of the task rows ``d`` (m, r, 6) at frames ``placement`` (Transform, m) on ``body`` (tuple,
+    m) (module docstring): (nv, m r), column ``i r + j`` row j of frame i."""
+    plan = walk(model.topology, tuple(body))
+    m, r = d.shape[0], d.shape[1]
+    if not len(plan.order):
+        zero = jnp.zeros((model.nv, m * r), d.dtype)
+        return Columns(zero, zero)
+    return Columns(*(_by_coordinate(model, plan, Z) for Z in _recorded(model, q, d, placement, plan, ab)))
+
+
+class UnitForces(NamedTuple):
+    """The unit generalized forces ``e_v`` of velocity coordinates (k,) split for the walk (`unit_forces`): the
+    task columns ``d`` (k, 1, 6) at the frames ``placement`` (Transform, k) on the bodies ``body`` (tuple, k) that
+    they enter above their joints, and ``own`` the `Columns` (nv, k) of their joints' own coordinates."""
+
+    d: jnp.ndarray
+    placement: Transform
+    body: tuple
+    own: Columns
+
+
+def unit_forces(model, q, coordinates, ab) -> UnitForces:
+    """`UnitForces` of ``e_v`` for the velocity ``coordinates`` (k,). The up sweep of (7.18) under ``x = e_v``
+    has ``eps = e_v`` at the joint of ``v`` (body k), so ``Y = e_v`` and ``nu = D^-1(k) e_v`` there, and hands the
+    parent ``K(parent, k) e_v = phi(parent, k) G(k) e_v``, which goes up from there as the task column
+    ``-phi(parent, k) G(k) e_v`` goes (``eps(a) = -H(a) z(a)``, ``z+ = tau_bar z``): the `Columns` of ``e_v`` are
+    ``own`` plus `walk_columns` of ``(d, placement, body)``. No other body sees ``e_v``."""
+    topo = model.topology
+    v = np.asarray(coordinates, int)
+    k = topo.dof_body[v]
+    X = joint_poses(model, q)
+    own, at = [], np.full((topo.nv, len(v)), -1)  # nu = D^-1(k) e_v at the joint's coordinates
+    for n in np.unique(topo.nv_body[k]):
+        cols = np.flatnonzero(topo.nv_body[k] == n)
+        dofs = topo.v_offset[k[cols]][:, None] + np.arange(n)  # (c, n)
+        D = take_rows(ab.D, dofs.reshape(-1)).reshape(len(cols), n, 6)[..., :n]
+        e = np.eye(n)[v[cols] - topo.v_offset[k[cols]]]
+        at[dofs, cols[:, None]] = sum(x.size for x in own) + np.arange(len(cols) * n).reshape(len(cols), n)
+        own.append(jax.vmap(solve_small)(D, jnp.asarray(e[..., None], D.dtype))[..., 0].reshape(-1))
+    own = jnp.concatenate(own + [jnp.zeros(1, ab.D.dtype)])
+    nu = take_rows(own, np.where(at < 0, own.shape[0] - 1, at).reshape(-1)).reshape(topo.nv, len(v))
+    return UnitForces(d=-take_rows(ab.G, v)[:, None, :], placement=Transform(take_rows(X.R, k), take_rows(X.p, k)),
+                      body=tuple(int(b) for b in topo.parent[k]),
+                      own=Columns(jnp.asarray(np.eye(topo.nv)[:, v], ab.D.dtype), nu))

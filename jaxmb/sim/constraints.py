@@ -4,14 +4,14 @@ rows of joint limits and joint friction, compliant contact forces, and the force
 Contact frames ride on operational space (book ch. 10 and 11.5). A contact between geoms ``a`` and ``b`` at the
 world point ``x`` with the frame rows ``C = [n; t1; t2]`` has the constraint velocity ``C (v_b(x) - v_a(x))``. Each
 side on a moving body is a task frame: the pose ``(R_k* C*, R_k* (x - p_k))`` on body ``k`` with the rows
-``d = +-[0 | 1]`` of its linear velocity, and the contact's rows are the sum of its sides'. The compliance
-``Lambda_inv = J M^-1 J*`` of all sides comes from the articulated-body factors ``P, D, G`` of the state and a walk
-of each side's three columns up its body's path (`jaxmb.dynamics.compliance`, (10.12)), O(N + depth x m), and
-``A = S Lambda_inv S*`` with ``S`` the static sum of sides. ``M`` and ``M^-1`` are never formed. A joint row
-``e_j`` (a position limit or Coulomb friction of coordinate ``j``) has ``M^-1 e_j`` by the factored solve with the
-same ``G, D`` (7.18), and its cross terms with the contacts are ``J M^-1 e_j``. A closed-loop scene's rows are
-the same rows on the spanning tree's velocities, taken to its independent ones and their compliance by
-`jaxmb.sim.closed_loops.loop_space`.
+``d = +-[0 | 1]`` of its linear velocity, and the contact's rows are the sum of its sides'. A joint row ``e_j*``
+(a position limit or Coulomb friction of coordinate ``j``) is the unit generalized force of its coordinate. The
+compliance ``A = J M^-1 J*`` of all rows comes from the innovations factorization ``M^-1 = [I - H psi K]* D^-1
+[I - H psi K]`` (7.18): each row's column of ``[I - H psi K] J*`` is nonzero only on the path from its body to the
+root, and is recorded there by walking it up that path with the articulated-body factors ``P, D, G`` of the state
+(`jaxmb.dynamics.compliance`), so ``A = Y* D^-1 Y`` in O(N + depth x rows). ``M`` and ``M^-1`` are never
+formed. A closed-loop scene's rows are the same rows on the spanning tree's velocities, taken to its independent
+ones and their compliance by `jaxmb.sim.closed_loops.loop_space`.
 
 The solved impulses go back as the generalized force ``J* p / dt`` of all rows (the world force ``C* p / dt`` on
 body ``b`` at ``x`` and its opposite on ``a``, and the joint forces ``e_j* p_j / dt``), whose accelerations
@@ -32,9 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.dynamics.articulated import solve_factored
-from jaxmb.dynamics.compliance import compliance
-from jaxmb.hinges import hinge_map, joint_poses
+from jaxmb.dynamics.compliance import compliance, unit_forces, walk_columns
 from jaxmb.kinematics import jacobian_rows
 from jaxmb.sim.closed_loops import is_closed, loop_space
 from jaxmb.sim.collision import Contacts, collide
@@ -203,20 +201,23 @@ def implicit_compliant_forces(scene, model, q, T, con, ab, qdd, dt):
 
 
 class JointRows(NamedTuple):
-    """Scalar rows on coordinates: ``E`` (k, nv) signed unit rows, ``v_star`` (k,) targets, ``lo``, ``hi`` (k,)
-    impulse bounds."""
+    """Scalar rows on coordinates: ``E`` (k, nv) the signed unit rows ``sign_i e_v_i*`` of the velocity
+    ``coordinate`` (k,) (static) with ``sign`` (k,), ``v_star`` (k,) targets, ``lo``, ``hi`` (k,) impulse
+    bounds."""
 
     E: jnp.ndarray
     v_star: jnp.ndarray
     lo: jnp.ndarray
     hi: jnp.ndarray
+    coordinate: np.ndarray
+    sign: jnp.ndarray
 
 
 def joint_rows(scene, q, dt) -> JointRows:
     """Limit rows (toward the nearer limit, pushing away from it) and Coulomb friction rows of the scene."""
     model, opt = scene.tree, scene.options
     dtype = q.dtype
-    E, v_star, lo, hi = [], [], [], []
+    E, v_star, lo, hi, coordinate, signs = [], [], [], [], [], []
     if opt.limited:
         qi, vi = (np.asarray(x) for x in zip(*opt.limited))
         lower, upper, qj = model.q_lower[qi], model.q_upper[qi], q[qi]
@@ -226,20 +227,25 @@ def joint_rows(scene, q, dt) -> JointRows:
         dist = jnp.where(at_lower, to_lower, to_upper)
         dist = jnp.where(jnp.isfinite(dist), dist, 1e6)
         E.append(sign[:, None] * jnp.asarray(np.eye(model.nv)[vi], dtype))
+        coordinate.append(vi)
+        signs.append(sign)
         v_star.append(_target(dist, dt, scene.contact.timeconst))
         lo.append(jnp.zeros(len(vi), dtype))
         hi.append(jnp.full(len(vi), jnp.inf, dtype))
     if opt.friction:
         fi = np.asarray(opt.friction)
         E.append(jnp.asarray(np.eye(model.nv)[fi], dtype))
+        coordinate.append(fi)
+        signs.append(jnp.ones(len(fi), dtype))
         v_star.append(jnp.zeros(len(fi), dtype))
         bound = scene.joints.frictionloss[fi] * dt
         lo.append(-bound)
         hi.append(bound)
     if not E:
         z = jnp.zeros((0,), dtype)
-        return JointRows(jnp.zeros((0, model.nv), dtype), z, z, z)
-    return JointRows(*(jnp.concatenate(x) for x in (E, v_star, lo, hi)))
+        return JointRows(jnp.zeros((0, model.nv), dtype), z, z, z, np.zeros(0, int), z)
+    return JointRows(*(jnp.concatenate(x) for x in (E, v_star, lo, hi)), np.concatenate(coordinate),
+                     jnp.concatenate(signs))
 
 
 def _target(dist, dt, timeconst):
@@ -282,7 +288,7 @@ def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintFo
     k = rows.E.shape[0]
     if not solve_contacts and not k:
         return ConstraintForces(tau_c, f_ext, warm, force, con)
-    J, A = _row_space(scene, model, q, T, con if solve_contacts else None, ab, rows.E)
+    J, A = row_space(scene, model, q, T, con if solve_contacts else None, ab, rows)
     v_star, mu = [rows.v_star], jnp.zeros((0,), dtype)
     if solve_contacts:
         v_star.insert(0, jnp.stack([_target(con.dist, dt, scene.contact.timeconst), jnp.zeros(nc, dtype),
@@ -309,23 +315,48 @@ def _softened(diagonal, nc):
     return jnp.concatenate([jnp.maximum(blocks, blocks[:, :1]).reshape(-1), diagonal[3 * nc:]])
 
 
-def _row_space(scene, model, q, T, con, ab, E):
-    """``(J, A)`` of the solver's rows: the contact rows of ``con`` (None: none) then the joint rows ``E`` (k, nv),
-    and their compliance. For a tree, the contacts' by the compliance walk and the joint rows' by the factored
-    solve ``M^-1 E*`` (module docstring); for a closed-loop system, all rows at once on ``yd``."""
+def row_space(scene, model, q, T, con, ab, rows):
+    """``(J, A)`` of the solver's rows: the contact rows of ``con`` (None: none) then the `JointRows` ``rows``, and
+    their compliance. For a tree, the columns of every row walk up their own paths together
+    (`jaxmb.dynamics.compliance`): each contact side's three rows as task columns at its frame, each joint row as
+    the unit generalized force of its coordinate (`unit_forces`), and ``A = Y* nu`` of the recorded columns, with
+    the sides summed into their contacts and the joint rows signed. For a closed-loop system, all rows at once on
+    ``yd``."""
+    E = rows.E
     if is_closed(model):
         J = E if con is None else jnp.concatenate([contact_jacobian(scene, T, con), E])
         return loop_space(model, q, J, ab)
-    J_c, A = (None, None) if con is None else contact_space(scene, model, q, T, con, ab)
-    if not E.shape[0]:
-        return J_c, A
-    X, H = joint_poses(model, q), hinge_map(model)
-    Minv_Et = jax.vmap(lambda e: solve_factored(model, X, H, ab.G, ab.D, e)[0], out_axes=1)(E)
-    A_EE = E @ Minv_Et
-    if J_c is None:
-        return E, A_EE
-    A_cE = J_c @ Minv_Et
-    return jnp.concatenate([J_c, E]), jnp.block([[A, A_cE], [A_cE.T, A_EE]])
+    d, R, p, body, own = [], [], [], (), None
+    if con is not None:
+        sd = sides(scene.geometry.body, scene.pairs)
+        _, placement = _side_frames(T, con, sd)
+        d.append(_side_rows(sd, T.p.dtype).reshape(-1, 1, 6))  # one column per row: (3 m, 1, 6)
+        R.append(jnp.repeat(placement.R, 3, axis=0))
+        p.append(jnp.repeat(placement.p, 3, axis=0))
+        body += tuple(b for b in sd.body for _ in range(3))
+    if E.shape[0]:
+        uf = unit_forces(model, q, rows.coordinate, ab)
+        d.append(uf.d.astype(T.p.dtype))
+        R.append(uf.placement.R)
+        p.append(uf.placement.p)
+        body += uf.body
+        own = uf.own
+    walked = walk_columns(model, q, jnp.concatenate(d), Transform(jnp.concatenate(R), jnp.concatenate(p)), body, ab)
+    Y, nu, J = [], [], []
+    if con is not None:
+        S = jnp.asarray(sd.S, T.p.dtype)
+        m = 3 * len(sd.body)
+        Y.append(walked.Y[:, :m] @ S.T)
+        nu.append(walked.nu[:, :m] @ S.T)
+        J.append(contact_jacobian(scene, T, con))
+    if own is not None:
+        k = E.shape[0]
+        Y.append((walked.Y[:, -k:] + own.Y) * rows.sign)
+        nu.append((walked.nu[:, -k:] + own.nu) * rows.sign)
+        J.append(E)
+    Y, nu = jnp.concatenate(Y, 1), jnp.concatenate(nu, 1)
+    A = Y.T @ nu  # J M^-1 J* = Y* D^-1 Y                                                                  (7.18)
+    return jnp.concatenate(J), 0.5 * (A + A.T)
 
 
 def world_forces(con: Contacts, force):
