@@ -32,14 +32,13 @@ import numpy as np  # noqa: E402
 
 import jaxmb  # noqa: E402
 from common import best_time, compile_time, machine, save  # noqa: E402
-from jaxmb import joints, loops  # noqa: E402
+from jaxmb import loops  # noqa: E402
 from jaxmb.configuration import configuration_rate  # noqa: E402
 from jaxmb.dynamics.energy import kinetic_energy, potential_energy  # noqa: E402
 from jaxmb.dynamics.hamiltonian import hamiltonian, hamiltonian_dynamics, momenta  # noqa: E402
 from jaxmb.loops import hamiltonian as closed  # noqa: E402
-from jaxmb.model import ModelBuilder  # noqa: E402
 from jaxmb.sim.symplectic import generalized_leapfrog, implicit_midpoint  # noqa: E402
-from jaxmb.testing import random_model, random_state  # noqa: E402
+from jaxmb.testing import double_pendulum, random_model, random_state  # noqa: E402
 
 ITERATIONS = 6
 
@@ -77,15 +76,6 @@ def cost_rows(sizes, batch):
                   f"{row['forward_flops']:9.0f} flops   time x{row['time_ratio']:.2f}  flops x{row['flop_ratio']:.2f}",
                   flush=True)
     return rows
-
-
-def double_pendulum():
-    b = ModelBuilder("double_pendulum", gravity=(0.0, 0.0, -9.81))
-    inertia = np.diag([1e-3, 1e-2, 1e-2])
-    b.add_body("upper", None, joints.revolute((0.0, 1.0, 0.0)), mass=1.0, com=(0.5, 0.0, 0.0), inertia=inertia)
-    b.add_body("lower", "upper", joints.revolute((0.0, 1.0, 0.0)), placement=(np.eye(3), (1.0, 0.0, 0.0)), mass=1.0,
-               com=(0.5, 0.0, 0.0), inertia=inertia)
-    return b.build()
 
 
 def rk4(rate, y, dt):

@@ -1,8 +1,9 @@
-"""Random trees and states for tests and teaching.
+"""Random trees and states, and a fixed double pendulum, for tests, benchmarks and teaching.
 
 `random_model` draws a tree with a chosen joint mix, random placements, valid random inertias and, optionally,
-armature; the dense operators of a model (to check identities such as ``M = H phi M phi* H* + diag(armature)``
-(9.3) against the O(N) recursions) are in `jaxmb.operators`.
+armature; `double_pendulum` is the two-link chain of the long-horizon energy comparisons of the symplectic steps.
+The dense operators of a model (to check identities such as ``M = H phi M phi* H* + diag(armature)`` (9.3)
+against the O(N) recursions) are in `jaxmb.operators`.
 """
 
 import jax
@@ -81,6 +82,19 @@ def random_model(seed, n_bodies=8, joint_mix="mixed", floating_base=False, branc
         a = armature_rng.uniform(0.01, 0.2, joint.kind.nv) if armature and joint.kind is not None else None
         b.add_body(f"b{i}", parent, joint, joint_name=f"j{i}" if i or not floating_base else "root",
                    placement=placement, mass=m, com=c, inertia=I, armature=a)
+    return b.build()
+
+
+def double_pendulum():
+    """A planar double pendulum under gravity ``(0, 0, -9.81)``: two 1 kg links of 1 m, each joined to its parent
+    by a revolute joint about y, the lower one at the tip of the upper; each link's centre of mass at its middle,
+    with central inertia ``diag(1e-3, 1e-2, 1e-2)``. At ``q = 0`` both links lie along +x; from a state away
+    from the bottom its motion is chaotic, which makes it a test of an integrator's energy behaviour over long
+    horizons rather than of one trajectory."""
+    b = ModelBuilder("double_pendulum", gravity=(0.0, 0.0, -9.81))
+    link = dict(mass=1.0, com=(0.5, 0.0, 0.0), inertia=np.diag([1e-3, 1e-2, 1e-2]))
+    b.add_body("upper", None, joints.revolute((0.0, 1.0, 0.0)), **link)
+    b.add_body("lower", "upper", joints.revolute((0.0, 1.0, 0.0)), placement=(np.eye(3), (1.0, 0.0, 0.0)), **link)
     return b.build()
 
 

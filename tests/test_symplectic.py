@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from checks import assert_close, check_grads, fast_jit
-from jaxmb import joints
+from jaxmb import joints, testing
 from jaxmb.configuration import configuration_rate, integrate
 from jaxmb.dynamics.articulated import forward_dynamics
 from jaxmb.dynamics.energy import kinetic_energy, potential_energy
@@ -24,13 +24,8 @@ ITERATIONS = 6
 
 @functools.cache
 def double_pendulum():
-    """Two 1 m links about y under gravity, released from 1 and 0.5 rad: a chaotic motion."""
-    b = ModelBuilder("double_pendulum", gravity=(0.0, 0.0, -9.81))
-    inertia = np.diag([1e-3, 1e-2, 1e-2])
-    b.add_body("upper", None, joints.revolute((0.0, 1.0, 0.0)), mass=1.0, com=(0.5, 0.0, 0.0), inertia=inertia)
-    b.add_body("lower", "upper", joints.revolute((0.0, 1.0, 0.0)), placement=(np.eye(3), (1.0, 0.0, 0.0)), mass=1.0,
-               com=(0.5, 0.0, 0.0), inertia=inertia)
-    return b.build(), jnp.array([1.0, 0.5]), jnp.zeros(2), 0.01, ITERATIONS
+    """`jaxmb.testing.double_pendulum` released from rest at 1 and 0.5 rad: a chaotic motion."""
+    return testing.double_pendulum(), jnp.array([1.0, 0.5]), jnp.zeros(2), 0.01, ITERATIONS
 
 
 @functools.cache
