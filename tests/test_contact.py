@@ -293,3 +293,68 @@ def test_gradients_through_a_thousand_steps_of_a_walking_quadruped_are_finite(qu
 
     g = fast_jit(jax.grad(height, argnums=(0, 1)))(0.4, 60.0)
     assert all(np.isfinite(float(x)) and float(x) != 0.0 for x in g), g
+
+
+def test_friction_block_is_the_disk_minimizer_of_ill_conditioned_quadratics():
+    """The sweep's tangential block (`jaxmb.sim.solver._friction`: ``argmin 0.5 p* A p + r* p`` over ``|p| <=
+    radius``) against bisection in double precision on the ``g`` of the circle's point ``p = -(A + g)^-1 r``, for
+    ``A`` of condition 1 to 1e6 at any angle (equal eigenvalues too), ``r`` nearly along its stiff or its soft
+    axis, and radii from a millionth of the unconstrained minimizer's length to above it, half of them near the
+    hard case of a trust region step (More and Sorensen, Computing a trust region step, 1983), where ``1/|p(g)|``
+    bends sharply: within a few units of round-off times the condition number, in single and double precision;
+    zero at ``r = 0`` and at zero radius."""
+    from jaxmb.sim.solver import _friction
+
+    rng = np.random.default_rng(0)
+    n = 400
+    cond = 10 ** rng.uniform(0, 6, n)
+    cond[:20] = 1.0
+    l1, angle = 10 ** rng.uniform(-2, 2, n), rng.uniform(0, np.pi, n)
+    Q = np.stack([np.stack([np.cos(angle), -np.sin(angle)], -1), np.stack([np.sin(angle), np.cos(angle)], -1)], -2)
+    A = np.einsum("nij,nj,nkj->nik", Q, np.stack([l1, l1 / cond], -1), Q)
+    A = 0.5 * (A + np.swapaxes(A, 1, 2))
+    tilt = 10 ** rng.uniform(-8, 0, n) * rng.choice([-1, 1], n)  # off the axis, in radians
+    axis = rng.integers(0, 2, n)
+    along = np.where(axis[:, None] == 0, Q[:, :, 0], Q[:, :, 1])
+    across = np.where(axis[:, None] == 0, Q[:, :, 1], -Q[:, :, 0])
+    r = (np.cos(tilt)[:, None] * along + np.sin(tilt)[:, None] * across) * 10 ** rng.uniform(-2, 2, n)[:, None]
+    free = np.linalg.norm(np.linalg.solve(A, r[..., None])[..., 0], axis=-1)
+    share = np.stack([10 ** rng.uniform(-6, 0, n), 1 - 10 ** rng.uniform(-8, -1, n), rng.uniform(1, 2, n)], -1)
+    radius = free * share[np.arange(n), rng.integers(0, 3, n)]
+    # the second half near the hard case of a trust region step: r off the stiff axis by so little that the soft
+    # axis still carries most of the unconstrained minimizer, the radius near its stiff part alone
+    h = np.arange(n // 2, n)
+    cond[h] = 10 ** rng.uniform(2, 6, n // 2)
+    A[h] = np.einsum("nij,nj,nkj->nik", Q[h], np.stack([l1[h], l1[h] / cond[h]], -1), Q[h])
+    A[h] = 0.5 * (A[h] + np.swapaxes(A[h], 1, 2))
+    tilt = 10 ** rng.uniform(0, 2, n // 2) / cond[h]
+    length = np.linalg.norm(r[h], axis=-1)[:, None]
+    r[h] = (np.cos(tilt)[:, None] * Q[h, :, 0] + np.sin(tilt)[:, None] * Q[h, :, 1]) * length
+    radius[h] = np.linalg.norm(r[h], axis=-1) / l1[h] * 10 ** rng.uniform(-0.3, 0.3, n // 2)
+    r[20:24], radius[24:28] = 0.0, 0.0
+
+    solve = fast_jit(jax.vmap(_friction))
+    for dtype in (np.float32, np.float64):
+        A_d, r_d, rho_d = (x.astype(dtype).astype(np.float64) for x in (A, r, radius))
+        A_d = 0.5 * (A_d + np.swapaxes(A_d, 1, 2))
+        eye = np.eye(2)
+
+        def p_of(g):
+            return -np.linalg.solve(A_d + g[:, None, None] * eye, r_d[..., None])[..., 0]
+
+        lo, hi = np.zeros(n), np.linalg.norm(r_d, axis=-1) / np.maximum(rho_d, 1e-300)  # |p(hi)| <= radius
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            outside = np.linalg.norm(p_of(mid), axis=-1) > rho_d
+            lo, hi = np.where(outside, mid, lo), np.where(outside, hi, mid)
+        sliding = np.linalg.norm(p_of(np.zeros(n)), axis=-1) > rho_d
+        p_circle = p_of(hi)
+        p_circle *= (rho_d / np.maximum(np.linalg.norm(p_circle, axis=-1), 1e-300))[:, None]
+        ref = np.where(sliding[:, None], p_circle, p_of(np.zeros(n)))
+        ref[rho_d == 0] = 0.0
+        p = np.asarray(solve(*(jnp.asarray(x, dtype) for x in (A_d, r_d, rho_d))), np.float64)
+        assert np.all(np.isfinite(p))
+        assert np.all(p[20:28] == 0.0)
+        error = np.linalg.norm(p - ref, axis=-1) / np.maximum(np.linalg.norm(ref, axis=-1), 1e-300)
+        bound = 20 * np.finfo(dtype).eps * cond
+        assert np.all(error[28:] <= bound[28:]), (dtype, np.max(error[28:] / bound[28:]))

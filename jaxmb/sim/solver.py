@@ -14,11 +14,12 @@ MuJoCo's constraints), each block satisfies
 Projected Gauss-Seidel (Jean and Moreau, Dynamics in the presence of unilateral contacts and dry friction, 1987;
 Erleben, Velocity-based shock propagation for multibody dynamics animation, 2007) visits the blocks in turn and
 solves each one exactly with the others held: the normal impulse by one division and a clamp, the tangential pair
-as the minimum of its quadratic over the disk of radius ``mu p_n`` (`_friction`). This is Coulomb's law itself (no convex
-relaxation that makes sliding bodies lift off), every sweep costs O(c^2) for c rows, the iteration count is
-bounded, and warm-started from the previous step's impulses the sweeps continue where they stopped, so a resting
-contact converges over the steps and then needs few sweeps a step. Each world runs the same sweep program, which
-is what a GPU batch wants.
+as the minimum of its quadratic over the disk of radius ``mu p_n`` (`_friction`: in the eigenbasis of the 2x2
+block, a scalar equation for the multiplier of the circle, solved by a few Newton steps). This is Coulomb's law
+itself (no convex relaxation that makes sliding bodies lift off), every sweep costs O(c^2) for c rows, the
+iteration count is bounded, and warm-started from the previous step's impulses the sweeps continue where they
+stopped, so a resting contact converges over the steps and then needs few sweeps a step. Each world runs the same
+sweep program, which is what a GPU batch wants.
 
 Derivatives. At the solution ``p* = F(p*, theta)`` of one sweep ``F`` (``theta`` = A, b, mu, bounds), the implicit
 function theorem gives ``dp* = (I - dF/dp)^-1 dF/dtheta dtheta``: the tangent is solved by fixed-point iterations
@@ -55,10 +56,29 @@ class Problem(NamedTuple):
     hi: jnp.ndarray
 
 
-def _solve2(M, r):
-    """``M^-1 r`` for a 2x2 ``M`` by Cramer's rule."""
-    det = M[0, 0] * M[1, 1] - M[0, 1] * M[1, 0]
-    return jnp.stack([M[1, 1] * r[0] - M[0, 1] * r[1], M[0, 0] * r[1] - M[1, 0] * r[0]]) / det
+def _where(pred, x, y: float):
+    """``jnp.where(pred, x, y)`` for a scalar ``x`` and a number ``y``: one select, no call."""
+    return jax.lax.select(pred, x, jnp.full_like(x, y))
+
+
+def _eigen(A_tt):
+    """``(l1, l2, cs, sn)``: ``sym(A_tt) = Q diag(l1, l2) Q*`` with ``Q = [[cs, -sn], [sn, cs]]`` and ``l1 >= l2``,
+    for the symmetric part ``sym(A_tt)`` (the quadratic sees no other). The angle comes from the half-angle
+    formulas on the larger of ``cos`` and ``sin`` (at least ``1/sqrt 2``, so nothing is divided by a small
+    number), ``l2 = det / l1`` keeps the small eigenvalue to the accuracy of the determinant rather than losing it
+    to the cancellation in ``m - s``, and equal eigenvalues give ``Q = I``."""
+    a, b01, b10, c = jnp.unstack(A_tt.reshape(4))
+    b = 0.5 * (b01 + b10)
+    h = 0.5 * (a - c)
+    s2 = h * h + b * b
+    split = s2 > 0
+    s = jnp.sqrt(_where(split, s2, 1.0))
+    k = jnp.sqrt(0.5 + 0.5 * jnp.abs(h) / s)  # cos or sin of the angle, in [1/sqrt 2, 1]
+    j = _where(split, b / (2.0 * s * k), 0.0)
+    k = _where(split, k, 1.0)
+    up = h >= 0  # the first eigenvector leans to the first axis
+    l1 = 0.5 * (a + c) + _where(split, s, 0.0)
+    return l1, (a * c - b * b) / l1, jax.lax.select(up, k, j), jax.lax.select(up, j, k)
 
 
 @jax.custom_jvp
@@ -67,52 +87,83 @@ def _friction(A_tt, r_t, radius):
     unconstrained minimizer if it lies inside (sticking), else the point of the circle where ``p = -(A_tt + g)^-1
     r_t`` for the ``g >= 0`` that puts it there (sliding: the friction opposes the slip ``A_tt p + r_t = -g p``,
     Coulomb's maximum dissipation). A radial projection of the unconstrained minimizer would be right only where
-    ``A_tt`` is a multiple of the identity, and slides a box at the wrong deceleration. Its derivative is that of
-    the solution (`_friction_jvp`), not of the iterations that find it."""
+    ``A_tt`` is a multiple of the identity, and slides a box at the wrong deceleration. ``A_tt`` is symmetric
+    positive definite (its symmetric part is used). Its derivative is that of the solution (`_friction_jvp`), not
+    of the iterations that find it."""
     return _friction_solution(A_tt, r_t, radius)[0]
 
 
-def _friction_solution(A_tt, r_t, radius, newton=6):
-    """``(p, g, sliding)`` of `_friction`: ``g`` by Newton's method on ``1/|p(g)| - 1/radius`` from zero, as for a
-    trust region step (More and Sorensen, Computing a trust region step, 1983), then ``p`` scaled onto the
-    circle; ``sliding`` whether ``p`` is on the circle of a positive radius. Finite where ``r_t = 0`` or
-    ``radius = 0``."""
-    eye = jnp.eye(2, dtype=A_tt.dtype)
-    p_free = -_solve2(A_tt, r_t)
-    outside = safe_norm(p_free) > radius
-    sliding = outside & (radius > 0)
-    rho = jnp.where(sliding, radius, 1.0)
-    r = jnp.where(sliding, r_t, jnp.ones_like(r_t))  # a safe problem where the branch is unused
+def _friction_solution(A_tt, r_t, radius, newton=None):
+    """``(p, (g, sliding, stuck, q, eigen))`` of `_friction`. In the eigenbasis of ``A_tt = Q diag(l1, l2) Q*``
+    (`_eigen`), with ``c = Q* r_t``, ``p(g) = -(A_tt + g)^-1 r_t = -Q t(g)`` with ``t_i = c_i / (l_i + g)``, so
+    ``|p(g)| = |t(g)|`` is a sum of two scalar poles: the secular equation of a trust region step (More and
+    Sorensen, Computing a trust region step, 1983). Sliding, ``g`` is Newton's method on ``1/|t(g)| - 1/radius``,
+    concave and increasing in ``g``, from a lower bound of its root, ``max(0, |c|/radius - l1, |c2|/radius -
+    l2)`` (``|t| >= |c|/(l1 + g)`` and ``|t| >= |c2|/(l2 + g)``), so that every step stays below the root and the
+    steps converge to it monotonically. A step is a few scalar operations on ``c / max|c_i|`` and ``(l1 + g) t``,
+    neither of which underflows or overflows where the radius is tiny (``g`` does not depend on these scalings);
+    the circle's point is the direction of ``t`` at the radius. ``newton`` steps (default: 6 in single precision,
+    12 in double) reach round-off also near the hard case, where ``c`` is so nearly along the stiff axis of an
+    ill-conditioned ``A_tt`` that ``1/|t(g)|`` bends sharply and the steps from the bound are short.
 
-    g = jnp.zeros((), A_tt.dtype)
-    for _ in range(newton):  # a few straight-line steps: cheaper than a loop of so short a body
-        M = A_tt + g * eye
-        p = -_solve2(M, r)
-        norm = jnp.maximum(safe_norm(p), jnp.finfo(p.dtype).tiny)
-        slope = (p @ _solve2(M, p)) / norm**3
-        g = jnp.maximum(g - (1.0 / norm - 1.0 / rho) / slope, 0.0)
-    p = -_solve2(A_tt + g * eye, r)
-    p_slide = p * (rho / jnp.maximum(safe_norm(p), jnp.finfo(p.dtype).tiny))
-    return jnp.where(outside, jnp.where(sliding, p_slide, 0.0), p_free), g, sliding
+    ``sliding`` whether ``p`` is on the circle of a positive radius, ``stuck`` whether the unconstrained minimizer
+    is in the disk, ``q = Q* p``. Finite, and safe to differentiate, where ``r_t = 0``, ``radius = 0`` or ``l1 =
+    l2``."""
+    if newton is None:
+        newton = 6 if jnp.finfo(A_tt.dtype).bits <= 32 else 12
+    l1, l2, cs, sn = eigen = _eigen(A_tt)
+    r0, r1 = jnp.unstack(r_t)
+    c1, c2 = cs * r0 + sn * r1, cs * r1 - sn * r0
+    f1, f2 = c1 / l1, c2 / l2  # -Q* of the unconstrained minimizer
+    outside = jnp.sqrt(f1 * f1 + f2 * f2) > radius
+    sliding = outside & (radius > 0)
+    rho = _where(sliding, radius, 1.0)
+    c1, c2 = _where(sliding, c1, 1.0), _where(sliding, c2, 1.0)  # a safe problem where the branch is unused
+    unit = 1.0 / jnp.maximum(jnp.abs(c1), jnp.abs(c2))
+    u1, u2, inv = c1 * unit, c2 * unit, 1.0 / (rho * unit)  # |t(g)| = rho unit at the root
+    w1 = u1 * u1
+    g = jnp.maximum(jnp.maximum(jnp.sqrt(w1 + u2 * u2) * inv - l1, jnp.abs(u2) * inv - l2), 0.0)
+    for _ in range(newton):  # straight-line steps: cheaper than a loop of so short a body
+        d1 = l1 + g
+        k = d1 / (l2 + g)
+        v2 = u2 * k
+        w2 = v2 * v2
+        m2 = w1 + w2
+        g = g + (jnp.sqrt(m2) * inv - d1) * m2 / (w1 + w2 * k)
+    g = jnp.maximum(g, 0.0)
+    v2 = u2 * ((l1 + g) / (l2 + g))
+    scale = rho * jax.lax.rsqrt(w1 + v2 * v2)
+    t1, t2 = u1 * scale, v2 * scale
+    stuck = ~outside
+    q1 = -jax.lax.select(sliding, t1, _where(stuck, f1, 0.0))
+    q2 = -jax.lax.select(sliding, t2, _where(stuck, f2, 0.0))
+    return jnp.stack([cs * q1 - sn * q2, sn * q1 + cs * q2]), (g, sliding, stuck, (q1, q2), eigen)
 
 
 @_friction.defjvp
 def _friction_jvp(primals, tangents):
-    """The derivative of the solution. Sticking: ``dp = -A_tt^-1 (dA_tt p + dr_t)``. Sliding: differentiating
-    ``(A_tt + g) p + r_t = 0`` and ``|p|^2 = radius^2`` gives ``dp = -(A_tt + g)^-1 (w + dg p)`` with
-    ``w = dA_tt p + dr_t`` and ``dg = -(radius dradius + p* (A_tt + g)^-1 w) / (p* (A_tt + g)^-1 p)``. At zero
-    radius the impulse stays zero. One small solve in the place of the Newton steps' derivative."""
+    """The derivative of the solution, in the eigenbasis of `_friction_solution` (``q = Q* p``, ``v = Q* w`` with
+    ``w = dA_tt p + dr_t``, ``dA_tt`` symmetrized as ``A_tt`` is). Sticking: ``dq = -diag(1/l) v``, from ``dp =
+    -A_tt^-1 w``. Sliding: differentiating ``(A_tt + g) p + r_t = 0`` and ``|p|^2 = radius^2`` gives ``dq = -E (v
+    + dg q)`` with ``E = diag(1/(l_i + g))`` and ``dg = -(radius dradius + q* E v) / (q* E q)``, evaluated with
+    ``q / radius`` and ``(l1 + g) E`` so that nothing underflows at a tiny radius. At zero radius the impulse stays
+    zero. A few scalar operations in the place of the Newton steps' derivative."""
     (A_tt, r_t, radius), (dA, dr, drho) = primals, tangents
-    p, g, sliding = _friction_solution(A_tt, r_t, radius)
-    w = dA @ p + dr
-    dp_stick = -_solve2(A_tt, w)
-    M = A_tt + g * jnp.eye(2, dtype=A_tt.dtype)
-    Minv_w, Minv_p = _solve2(M, w), _solve2(M, p)
-    den = jnp.where(sliding, p @ Minv_p, 1.0)
-    dg = -(radius * drho + p @ Minv_w) / den
-    dp_slide = -(Minv_w + dg * Minv_p)
-    stuck = safe_norm(_solve2(A_tt, r_t)) <= radius
-    return p, jnp.where(sliding, dp_slide, jnp.where(stuck, dp_stick, 0.0))
+    p, (g, sliding, stuck, (q1, q2), (l1, l2, cs, sn)) = _friction_solution(A_tt, r_t, radius)
+    da, db01, db10, dc = jnp.unstack(dA.reshape(4))
+    db = 0.5 * (db01 + db10)
+    p0, p1 = jnp.unstack(p)
+    dr0, dr1 = jnp.unstack(dr)
+    w0, w1 = da * p0 + db * p1 + dr0, db * p0 + dc * p1 + dr1
+    v1, v2 = cs * w0 + sn * w1, cs * w1 - sn * w0
+    h1 = l1 + g
+    k = h1 / (l2 + g)
+    rho = _where(sliding, radius, 1.0)
+    n1, n2 = q1 / rho, q2 / rho  # a unit vector where sliding
+    dgr = -(drho * h1 + n1 * v1 + k * n2 * v2) / _where(sliding, n1 * n1 + k * n2 * n2, 1.0)  # dg radius
+    d1 = jax.lax.select(sliding, -(v1 + dgr * n1) / h1, _where(stuck, -v1 / l1, 0.0))
+    d2 = jax.lax.select(sliding, -k * (v2 + dgr * n2) / h1, _where(stuck, -v2 / l2, 0.0))
+    return p, jnp.stack([cs * d1 - sn * d2, sn * d1 + cs * d2])
 
 
 def sweep(prob: Problem, p):
