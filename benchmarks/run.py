@@ -291,6 +291,11 @@ def _sim_rows(res):
             if f"ratio_jaxmb_vs_{key}" in r) or "-"
         rows.append((f"simulator steps, {name} {r['dtype']} batch {r['batch']}",
                      f"{_rate(r['jaxmb_steps_per_s'])} steps/s, compile {r['jaxmb_compile_s']:.0f} s", against))
+    for name in dict.fromkeys(r["scenario"] for r in res.get("sharded") or []):
+        r = _largest(res["sharded"], scenario=name)
+        rows.append((f"simulator steps, {name} {r['dtype']} batch {r['batch']}, `sharded_vmap` over {r['devices']} CPU "
+                     "devices", f"{_rate(r['jaxmb_steps_per_s'])} steps/s",
+                     f"{_fmt(r['ratio_jaxmb_vs_mujoco_c'], 'x')} MuJoCo C on {r['mujoco_c_threads']} threads"))
     for g in res.get("gradient", []):
         rows.append((f"gradient through a {g['steps']}-step rollout / the rollout, {g['scenario']} batch {g['batch']}",
                      _fmt(g["cost_vs_forward"], "x"), f"compile {g['gradient_compile_s']:.0f} s"))
@@ -513,6 +518,13 @@ def _sim_table(res):
                      f"{rate('mujoco_c_steps_per_s')} | {_fmt(r.get('ratio_jaxmb_vs_mjx'), 'x')} | "
                      f"{_fmt(r.get('ratio_jaxmb_vs_mujoco_c'), 'x')} | {r['jaxmb_compile_s']:.0f} / "
                      + (f"{r['mjx_compile_s']:.0f} s |" if "mjx_compile_s" in r else "- s |"))
+    if res.get("sharded"):
+        lines += ["", "| scenario, batch, over one CPU device per core | jaxmb steps/s | MuJoCo C | jaxmb / MuJoCo C | "
+                  "compile jaxmb |", "|---|---|---|---|---|"]
+    for r in res.get("sharded") or []:
+        lines.append(f"| {r['scenario']}, {r['batch']}, {r['devices']} devices | {_rate(r['jaxmb_steps_per_s'])} | "
+                     f"{_rate(r['mujoco_c_steps_per_s'])} | {_fmt(r['ratio_jaxmb_vs_mujoco_c'], 'x')} | "
+                     f"{r['jaxmb_compile_s']:.0f} s |")
     if res.get("gradient") or res.get("memory"):
         lines += ["", "| reverse mode (jaxmb) | figure | compile |", "|---|---|---|"]
     for g in res.get("gradient", []):

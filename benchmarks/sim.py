@@ -1,6 +1,6 @@
 """The simulator (`jaxmb.sim`) against MJX `step` and MuJoCo C (`mujoco.rollout`) on the same models, in the same run.
 
-    python benchmarks/sim.py --quick     # panda, quadruped standing and trotting; batches 1 and 32
+    python benchmarks/sim.py --quick     # panda, quadruped standing and trotting; batches 1, 32 and 256
     python benchmarks/sim.py             # and the humanoid; batches 1, 16, 256, 1024
     python benchmarks/sim.py --tiny      # the panda at batch 2 and the box's solver study, no reverse mode (tests)
     python benchmarks/sim.py --gpu       # on a GPU: the quadruped and the panda at batches 8192 and 65536
@@ -43,6 +43,10 @@ Measured:
   alternating rounds (`common.alternating_best_times`); compile times of both JAX calls (trace, lower, compile).
   Ratios: jaxmb's steps/s over the peer's (above 1: jaxmb is faster). A sanity figure per side: the mean base
   height (or the mean of the first joint, fixed base) after the rollout.
+* sharded (CPU, several cores): the same rollouts with the batch split over one CPU device per core
+  (`jaxmb.use_cpu_cores`, ``jaxmb.jit(jaxmb.sharded_vmap(rollout))``, the states placed by `jaxmb.split_batch`), so
+  that jaxmb uses every core as ``mujoco.rollout``'s threads do, against MuJoCo C in the same run, at the batches
+  that divide evenly. Measured in a child process: MJX's CPU programs stall in a process with several CPU devices.
 * gradient: ``jax.grad`` of ``sum(q_final^2) + sum(qd_final^2)`` with respect to the (batch, steps, nu) controls
   through a ``--grad-steps`` (100) step rollout, at batch ``--grad-batch``, over the forward rollout's time (MJX's
   solver loop is a ``while_loop``, which JAX cannot differentiate in reverse: no peer).
@@ -249,12 +253,12 @@ def sanity(q, floating):
 # -- throughput ---------------------------------------------------------------------------------------------------
 
 
-def jaxmb_rollout(scene):
+def jaxmb_rollout(scene, sharded=False):
     """``f(states, ctrls)``: the batch's final states after ``len(ctrls)`` steps under the same (steps, nu)
-    controls."""
+    controls; with ``sharded`` the batch split over the devices (`jaxmb.sharded_vmap`)."""
     def one(s, ctrls):
         return rollout(scene, s, DT, ctrls=ctrls, checkpoint=False)[0]
-    return jaxmb.jit(jax.vmap(one, in_axes=(0, None)))
+    return jaxmb.jit((jaxmb.sharded_vmap if sharded else jax.vmap)(one, in_axes=(0, None)))
 
 
 def mjx_rollout(m):
@@ -357,6 +361,47 @@ def throughput(name, batches, steps, dtype, peers=("mjx", "mujoco_c"), cache=Non
         print(line + (f"  [{row['jaxmb_diverged']} jaxmb worlds diverged]" if row["jaxmb_diverged"] else ""),
               flush=True)
     return rows
+
+
+def sharded_throughput(names, batches, steps, dtype):
+    """Rows of steps/s of jaxmb's rollout with the batch split over one CPU device per core
+    (``jaxmb.jit(jaxmb.sharded_vmap(rollout))``, the states placed by `jaxmb.split_batch`) against MuJoCo C's
+    threaded rollout, at the batches that divide evenly over the devices. Run in a process of its own that called
+    `jaxmb.use_cpu_cores` first (`sharded_rows`)."""
+    devices = len(jax.devices())
+    rows = []
+    for name in names:
+        sc = scenario(name)
+        scene, q0 = jaxmb_scene(sc, dtype)
+        m, q_index = mujoco_model(sc, scene)
+        f = jaxmb_rollout(scene, sharded=True)
+        ctrls = sc["ctrls"](steps)
+        u = jnp.asarray(ctrls, dtype)
+        for b in [b for b in batches if b > 1 and b % devices == 0]:
+            q = initial_configurations(scene, sc, q0, b)
+            states = jaxmb.split_batch(jax.vmap(lambda x: init_state(scene, x))(jnp.asarray(q, dtype)))
+            c_jm, g_jm = compile_time(f, states, u)
+            f_c, final_c = mujoco_c(m, q[:, q_index], ctrls)
+            t_jm, t_c = alternating_best_times((g_jm, (states, u)), (f_c, ()))
+            row = dict(scenario=name, batch=b, steps=steps, dtype=jnp.dtype(dtype).name, devices=devices,
+                       jaxmb_compile_s=c_jm, jaxmb_steps_per_s=b * steps / t_jm, mujoco_c_steps_per_s=b * steps / t_c,
+                       mujoco_c_threads=os.cpu_count(), ratio_jaxmb_vs_mujoco_c=t_c / t_jm,
+                       jaxmb_sanity=sanity(g_jm(states, u).q, sc["floating"]),
+                       mujoco_c_sanity=sanity(final_c, sc["floating"]))
+            rows.append(row)
+            print(f"  {name}, batch {b:5d} over {devices} devices: jaxmb {row['jaxmb_steps_per_s']:10.4g} steps/s "
+                  f"(compile {c_jm:5.1f} s), MuJoCo C {row['mujoco_c_steps_per_s']:10.4g} "
+                  f"[jaxmb x{row['ratio_jaxmb_vs_mujoco_c']:.3g}]", flush=True)
+    return rows
+
+
+def sharded_rows(names, batches, steps):
+    """`sharded_throughput` in a child process with one CPU device per core: MJX's CPU programs stall in a process
+    that has several CPU devices, so the rows with MJX keep a process of one device."""
+    out = subprocess.run([sys.executable, __file__, "--sharded-child", "--scenarios", *names, "--batches",
+                          *map(str, batches), "--steps", str(steps)], check=True, capture_output=True, text=True)
+    print(out.stdout.rsplit("\n", 2)[0], flush=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 # -- reverse mode -------------------------------------------------------------------------------------------------
@@ -522,7 +567,7 @@ def plot(rows, path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     size = ap.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="no humanoid; batches 1 and 32")
+    size.add_argument("--quick", action="store_true", help="no humanoid; batches 1, 32 and 256")
     size.add_argument("--tiny", action="store_true",
                       help="the panda, batch 2, 5 steps, and the sliding box's solver study; no reverse mode")
     size.add_argument("--gpu", action="store_true", help="batches 8192 and 65536; no memory or solver study")
@@ -533,7 +578,12 @@ def main():
     ap.add_argument("--grad-steps", type=int, default=None)
     ap.add_argument("--memory-steps", type=int, default=None)
     ap.add_argument("--no-save", action="store_true")
+    ap.add_argument("--sharded-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.sharded_child:  # the process of `sharded_rows`: its rows as JSON on the last line
+        jaxmb.use_cpu_cores()
+        print(json.dumps(sharded_throughput(args.scenarios, args.batches, args.steps, jnp.float32)))
+        return
     solver = ([5, 10, 20, 30, 50], 500)
     if args.tiny:
         defaults = dict(scenarios=["panda"], batches=[2], steps=5, grad_batch=2, grad_steps=5, memory_steps=10,
@@ -543,7 +593,7 @@ def main():
                         grad_batch=1024, grad_steps=100, memory_steps=1000, gradient=["quadruped_stand"],
                         memory=None, solver=None, solver_scenarios=(), c_max_batch=8192)
     elif args.quick:
-        defaults = dict(scenarios=["panda", "quadruped_stand", "quadruped_trot"], batches=[1, 32], steps=100,
+        defaults = dict(scenarios=["panda", "quadruped_stand", "quadruped_trot"], batches=[1, 32, 256], steps=100,
                         grad_batch=4, grad_steps=100, memory_steps=1000, gradient=["quadruped_stand"],
                         memory="quadruped_stand", solver=solver, solver_scenarios=("quadruped_stand", "sliding_box"))
     else:
@@ -578,6 +628,10 @@ def main():
     for name in args.scenarios:
         payload["results"] += throughput(name, args.batches, args.steps, dtype, peers, cache,
                                          defaults.get("c_max_batch"))
+        checkpoint()
+    if "mujoco_c" in peers and jax.default_backend() == "cpu" and os.cpu_count() > 1 and not args.tiny:
+        print(f"== steps/s over {os.cpu_count()} CPU devices, one per core (float32)")
+        payload["sharded"] = sharded_rows(args.scenarios, args.batches, args.steps)
         checkpoint()
     print(f"== gradient through a {args.grad_steps}-step rollout, over the rollout")
     payload["gradient"] = [gradient_cost(n, args.grad_batch, args.grad_steps, dtype) for n in defaults["gradient"]]
