@@ -12,7 +12,7 @@ loop URDF loader), `mechanisms` (geared chains, four-bar, belt leg, differential
 armature approximations).
 """
 
-from jaxmb.loops.articulated import forward_dynamics
+from jaxmb.loops.articulated import forward_dynamics, mass_matrix_inverse_times
 from jaxmb.loops.constraints import coupling, explicit, implicit, linear_coupling, loop_closure
 from jaxmb.loops.dynamics import (
     bias_forces,

@@ -15,11 +15,12 @@ independent coordinates is ``1/2 yd* G* M G yd - V_g``, and
 ``p_y`` of a loop cluster S is ``G_S* H_S P*_S``, the subtree momenta of its bodies projected on its independent
 coordinates: the paper's ``p_K = E_K* P^c_K`` with ``P^c_K = P_K + sum_j T^F C_j* P^c_j`` (51), whose projectors
 ``C_j`` play the part of ``G_S`` on the bodies. ``yd = M_y^-1 p_y`` is the constraint-embedded articulated-body
-algorithm of `jaxmb.loops.forward_dynamics` on a still system (``yd = 0``, no gravity, no external forces): no
-bias terms, as the paper's (63)-(77). ``pd_tree`` is the tree's momentum rate without joint forces
-(`jaxmb.dynamics.hamiltonian.momentum_rates`, (26)-(27)); the constraint forces ``K* lambda`` drop out of
-``G* pd`` because ``K G = 0``, and ``Gdot* p`` is the paper's ``Cdot*`` term of (58), here by a forward-mode
-derivative of each cluster's ``G_S(q)`` along ``qd`` (the paper's Appendix hand-derives it for its chain).
+algorithm without bias terms (`jaxmb.loops.articulated.mass_matrix_inverse_times`), as the paper's (63)-(77): the
+factors of ``M_y`` by the up sweep of the articulated inertias alone, then their solve. ``pd_tree`` is the tree's
+momentum rate without joint forces (`jaxmb.dynamics.hamiltonian.momentum_rates`, (26)-(27)); the constraint forces
+``K* lambda`` drop out of ``G* pd`` because ``K G = 0``, and ``Gdot* p`` is the paper's ``Cdot*`` term of (58),
+here by a forward-mode derivative of each cluster's ``G_S(q)`` along ``qd`` (the paper's Appendix hand-derives it
+for its chain).
 
 The configuration moves as in `jaxmb.loops.integrate`: the spanning ``q`` at ``G yd``, the dependent coordinates
 projected onto ``phi(q) = 0``. The independent coordinates of a loop cluster are 1-dof joint angles, so
@@ -37,7 +38,7 @@ from jaxmb.configuration import configuration_rate
 from jaxmb.dynamics.energy import potential_energy
 from jaxmb.dynamics.hamiltonian import momenta as tree_momenta
 from jaxmb.dynamics.hamiltonian import momentum_rates as tree_momentum_rates
-from jaxmb.loops.articulated import forward_dynamics
+from jaxmb.loops.articulated import mass_matrix_inverse_times
 from jaxmb.loops.embedding import embedding
 from jaxmb.spatial import mv, swap
 
@@ -83,12 +84,11 @@ def momenta(lm, q, yd):
 @full_precision
 def velocities_from_momenta(lm, q, p):
     """The independent velocities ``yd = M_y^-1 p`` (ny,) by the constraint-embedded articulated-body algorithm
-    without bias terms: `jaxmb.loops.forward_dynamics` of the still system (``yd = 0``, no gravity) under the
-    forces ``p``, the paper's (63)-(77) on any cluster tree. Args: q (nq,) consistent spanning configuration,
+    without bias terms (`jaxmb.loops.articulated.mass_matrix_inverse_times`: the factors of ``M_y`` at ``q``, then
+    their solve), the paper's (63)-(77) on any cluster tree. Args: q (nq,) consistent spanning configuration,
     p (ny,)."""
     _check_momenta(lm, p)
-    still = lm.replace(tree=lm.tree.replace(gravity=jnp.zeros_like(lm.tree.gravity)))
-    return forward_dynamics(still, q, jnp.zeros_like(p), p)
+    return mass_matrix_inverse_times(lm, q, p)
 
 
 @eager_jit
