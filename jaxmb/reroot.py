@@ -90,6 +90,17 @@ _REVERSALS = {
 }
 
 
+def _reversal(model, k):
+    """The `_REVERSALS` entry of joint ``k``'s kind; a `ModelError` naming the model, the joint and its kind where
+    its kind has none (every kind of `jaxmb.joints.KINDS` has one: a kind added there needs its reversal here)."""
+    kind = model.topology.kinds[k]
+    if kind not in _REVERSALS:
+        raise ModelError(f"model {model.name!r}: re-rooting reverses the joint {model.joint_names[k]!r} of kind "
+                         f"{kind!r} ({model.joint_types[k]}), for which no reversal is defined; kinds with one: "
+                         f"{sorted(_REVERSALS)}")
+    return _REVERSALS[kind]
+
+
 def _pose(R, p):
     return np.asarray(R, float), np.asarray(p, float)
 
@@ -104,8 +115,8 @@ def _compose(A, B):
 
 def _check_reversal(model, body, k):
     """Refuses joint ``k``, reversed by re-rooting at ``body``, where its limits or armature do not carry over."""
-    kind, name = model.topology.kinds[k], model.joint_names[k]
-    _, _, signs, keeps, why = _REVERSALS[kind]
+    name = model.joint_names[k]
+    _, _, signs, keeps, why = _reversal(model, k)
     q, v = model.joint_coordinates(name)
     lower, upper = np.asarray(model.q_lower[q]), np.asarray(model.q_upper[q])
     armature = np.asarray(model.armature[v])
@@ -173,7 +184,7 @@ def reroot(model: Model, body: str) -> Model:
         else:
             lower, upper, axis_j = q_lower[qs], q_upper[qs], axis[j]
             if j != k:  # reversed: the old child frame of j, seen from its new frame, is E(j)^-1
-                _, axis_sign, signs, _, _ = _REVERSALS[topo.kinds[j]]
+                _, axis_sign, signs, _, _ = _reversal(model, j)
                 signs = np.asarray(signs)
                 lower, upper = (np.where(signs < 0, -upper, lower), np.where(signs < 0, -lower, upper))
                 axis_j, placement = axis_sign * axis_j, _inverse(E[j])
@@ -250,6 +261,6 @@ def rerooted_state(model: Model, rerooted: Model, q, qd):
             old_q, old_v = model.joint_coordinates(name)
             q_j, qd_j = q[old_q], qd[old_v]
             if carrier != model.body_names[model.joint_index(name)]:  # reversed
-                q_j, qd_j = _REVERSALS[model.topology.kinds[model.joint_index(name)]][0](q_j, qd_j)
+                q_j, qd_j = _reversal(model, model.joint_index(name))[0](q_j, qd_j)
         q_new, qd_new = q_new.at[q_slice].set(q_j), qd_new.at[v_slice].set(qd_j)
     return q_new, qd_new
