@@ -212,30 +212,34 @@ class Joint:
     upper: tuple | None = field(default=None)
 
 
-def _unit(axis, what):
+def unit_axis(axis, what):
+    """``axis`` scaled to unit length, a tuple of three floats: a screw joint's axis or a planar joint's plane
+    normal, which Rodrigues' formula and `plane_basis` take as unit vectors (with another length the joint
+    transform is no rigid motion). A ``ValueError`` that starts with ``what`` for anything but a finite nonzero
+    3-vector."""
     a = np.asarray(axis, dtype=float)
     n = np.linalg.norm(a)
     if a.shape != (3,) or not np.isfinite(n) or n < 1e-12:
-        raise ValueError(f"{what} joint axis must be a nonzero 3-vector, got {axis!r}")
+        raise ValueError(f"{what} must be a nonzero 3-vector, got {axis!r}")
     return tuple(a / n)
 
 
 def revolute(axis=(0.0, 0.0, 1.0), lower=None, upper=None) -> Joint:
-    return Joint("revolute", SCREW, _unit(axis, "revolute"), (1.0, 0.0), _lim(lower), _lim(upper))
+    return Joint("revolute", SCREW, unit_axis(axis, "revolute joint axis"), (1.0, 0.0), _lim(lower), _lim(upper))
 
 
 def continuous(axis=(0.0, 0.0, 1.0)) -> Joint:
     """An unlimited revolute joint with one coordinate, the angle (nq = 1; Pinocchio's ``(cos, sin)`` has nq = 2)."""
-    return Joint("continuous", SCREW, _unit(axis, "continuous"), (1.0, 0.0))
+    return Joint("continuous", SCREW, unit_axis(axis, "continuous joint axis"), (1.0, 0.0))
 
 
 def prismatic(axis=(0.0, 0.0, 1.0), lower=None, upper=None) -> Joint:
-    return Joint("prismatic", SCREW, _unit(axis, "prismatic"), (0.0, 1.0), _lim(lower), _lim(upper))
+    return Joint("prismatic", SCREW, unit_axis(axis, "prismatic joint axis"), (0.0, 1.0), _lim(lower), _lim(upper))
 
 
 def helical(axis=(0.0, 0.0, 1.0), pitch=0.0, lower=None, upper=None) -> Joint:
     """Rotation by q about ``axis`` with a translation ``pitch * q`` along it (pitch in m/rad)."""
-    return Joint("helical", SCREW, _unit(axis, "helical"), (1.0, float(pitch)), _lim(lower), _lim(upper))
+    return Joint("helical", SCREW, unit_axis(axis, "helical joint axis"), (1.0, float(pitch)), _lim(lower), _lim(upper))
 
 
 def spherical() -> Joint:
@@ -245,7 +249,7 @@ def spherical() -> Joint:
 def planar(normal=(0.0, 0.0, 1.0)) -> Joint:
     """Motion in the plane normal to ``normal`` (default z), ``q = [x, y, theta]`` (`plane_basis` gives the
     directions of ``x`` and ``y``; for the normal z they are the joint frame's x and y)."""
-    return Joint("planar", PLANAR, _unit(normal, "planar"))
+    return Joint("planar", PLANAR, unit_axis(normal, "planar joint normal"))
 
 
 def free() -> Joint:

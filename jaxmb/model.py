@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.errors import ModelError
-from jaxmb.joints import Joint
+from jaxmb.joints import Joint, unit_axis
 from jaxmb.spatial import Transform
 from jaxmb.topology import Topology, breadth_first_order
 
@@ -356,10 +356,12 @@ class ModelBuilder:
         moved by the joint. ``com`` and ``inertia`` (3, 3) (about the com) are in the body frame. ``armature``:
         the reflected rotor inertia ``N^2 J_rotor`` of the joint's velocity coordinates, a scalar or one value per
         coordinate (None: zeros; a fixed joint has none). A physically impossible inertia is raised, kept or
-        repaired as the builder's ``inertia`` option says (`check_inertia`).
+        repaired as the builder's ``inertia`` option says (`check_inertia`). A screw joint's axis and a planar
+        joint's plane normal are scaled to unit length; a zero one is a ``ValueError`` naming the joint.
         """
         if name in self._bodies:
             raise ModelError(f"{self.source}: duplicate body {name!r}")
+        joint = _with_unit_axis(joint, f"{self.source}: body {name!r}: the {joint.type} joint {joint_name or name!r}")
         inertia = np.zeros((3, 3)) if inertia is None else np.asarray(inertia, float)
         armature = _joint_armature(armature, joint, f"{self.source}: body {name!r}")
         defect = check_inertia(float(mass), inertia, f"{self.source}: body {name!r}")
@@ -558,6 +560,16 @@ class ModelBuilder:
         for note in notes:
             warnings.warn(note, UserWarning, stacklevel=3)
         return notes
+
+
+def _with_unit_axis(joint, where):
+    """``joint`` with its axis (a screw joint's) or plane normal (a planar joint's) scaled to unit length, as the
+    helpers of `jaxmb.joints` give it: a `Joint` built by hand may carry any vector (`jaxmb.joints.unit_axis`; a
+    ``ValueError`` naming ``where`` for a zero one). Other kinds have no axis."""
+    if joint.kind is None or joint.kind.name not in ("screw", "planar"):
+        return joint
+    what = "plane normal" if joint.kind.name == "planar" else "axis"
+    return dataclasses.replace(joint, axis=unit_axis(joint.axis, f"{where}'s {what}"))
 
 
 @functools.cache

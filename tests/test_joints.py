@@ -231,6 +231,36 @@ def test_joint_specifications():
             joints.revolute(bad)
 
 
+def test_a_hand_built_joint_gets_a_unit_axis_or_plane_normal_and_a_zero_one_is_refused_naming_the_joint():
+    """`Joint` built by hand with a screw axis or plane normal of any length: the builder scales it to unit length,
+    so the model is the one of the helpers (`joints.revolute`, `joints.planar`), whose plane basis is a rotation;
+    a zero one is a ``ValueError`` naming the body and the joint."""
+    inertia = np.diag([0.1, 0.2, 0.3])
+
+    def build(screw, plane):
+        b = jaxmb.ModelBuilder("hand_built")
+        b.add_body("arm", None, screw, joint_name="shoulder", mass=1.0, com=(0.1, 0.0, 0.0), inertia=inertia)
+        b.add_body("slider", "arm", plane, joint_name="table", mass=1.0, inertia=inertia)
+        return b.build()
+
+    model = build(joints.Joint("revolute", SCREW, (0.0, 3.0, 4.0)), joints.Joint("planar", PLANAR, (2.0, 0.0, -2.0)))
+    helpers = build(joints.revolute((0.0, 3.0, 4.0)), joints.planar((2.0, 0.0, -2.0)))
+    assert_close(model.axis, helpers.axis)
+    assert_close(model.axis, np.array([[0.0, 0.6, 0.8], [np.sqrt(0.5), 0.0, -np.sqrt(0.5)]]))
+    q = jnp.array([0.4, 0.1, -0.2, 0.7])
+    T = jaxmb.forward_kinematics(model, q)
+    assert_close(T.R, jaxmb.forward_kinematics(helpers, q).R)
+    assert_close(jnp.einsum("kji,kjl->kil", T.R, T.R), jnp.broadcast_to(jnp.eye(3), T.R.shape))
+    for screw, plane, named in ((joints.revolute(), joints.Joint("planar", PLANAR, (0.0, 0.0, 0.0)),
+                                 "body 'slider': the planar joint 'table''s plane normal"),
+                                (joints.Joint("revolute", SCREW, (0.0, 0.0, 0.0)), joints.planar(),
+                                 "body 'arm': the revolute joint 'shoulder''s axis"),
+                                (joints.Joint("prismatic", SCREW, (np.nan, 0.0, 1.0), (0.0, 1.0)), joints.planar(),
+                                 "body 'arm': the prismatic joint 'shoulder''s axis")):
+        with pytest.raises(ValueError, match=f"hand_built: {named} must be a nonzero 3-vector"):
+            build(screw, plane)
+
+
 def _limited_model():
     b = jaxmb.ModelBuilder("limited")
     inertia = np.diag([0.1, 0.2, 0.3])
