@@ -1,6 +1,6 @@
 """The simulator (`jaxmb.sim`) against MJX `step` and MuJoCo C (`mujoco.rollout`) on the same models, in the same run.
 
-    python benchmarks/sim.py --quick     # panda, quadruped standing and trotting; batches 1, 32 and 256
+    python benchmarks/sim.py --quick     # panda, quadruped standing and trotting; batches 1 and 32
     python benchmarks/sim.py             # and the humanoid; batches 1, 16, 256, 1024
     python benchmarks/sim.py --tiny      # the panda at batch 2 and the box's solver study, no reverse mode (tests)
     python benchmarks/sim.py --gpu       # on a GPU: the quadruped and the panda at batches 8192 and 65536
@@ -567,7 +567,7 @@ def plot(rows, path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     size = ap.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="no humanoid; batches 1, 32 and 256")
+    size.add_argument("--quick", action="store_true", help="no humanoid; batches 1 and 32")
     size.add_argument("--tiny", action="store_true",
                       help="the panda, batch 2, 5 steps, and the sliding box's solver study; no reverse mode")
     size.add_argument("--gpu", action="store_true", help="batches 8192 and 65536; no memory or solver study")
@@ -593,7 +593,7 @@ def main():
                         grad_batch=1024, grad_steps=100, memory_steps=1000, gradient=["quadruped_stand"],
                         memory=None, solver=None, solver_scenarios=(), c_max_batch=8192)
     elif args.quick:
-        defaults = dict(scenarios=["panda", "quadruped_stand", "quadruped_trot"], batches=[1, 32, 256], steps=100,
+        defaults = dict(scenarios=["panda", "quadruped_stand", "quadruped_trot"], batches=[1, 32], steps=100,
                         grad_batch=4, grad_steps=100, memory_steps=1000, gradient=["quadruped_stand"],
                         memory="quadruped_stand", solver=solver, solver_scenarios=("quadruped_stand", "sliding_box"))
     else:
