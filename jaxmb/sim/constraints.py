@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.dynamics.compliance import compliance, unit_forces, walk_columns
+from jaxmb.dynamics.compliance import unit_forces, walk_columns
 from jaxmb.kinematics import jacobian_rows
 from jaxmb.sim.closed_loops import is_closed, loop_space
 from jaxmb.sim.collision import Contacts, collide
@@ -114,13 +114,7 @@ def contact_space(scene, model, q, T, con, ab):
     """``(J, A)``: the contact rows' Jacobian (3 nc, nv) and compliance ``J M^-1 J*`` (3 nc, 3 nc) (module
     docstring), from the articulated-body quantities ``ab`` of ``model`` at ``q``; for a closed-loop ``model``
     the rows on ``yd`` and their compliance (`jaxmb.sim.closed_loops.loop_space`)."""
-    if is_closed(model):
-        return loop_space(model, q, contact_jacobian(scene, T, con), ab)
-    sd = sides(scene.geometry.body, scene.pairs)
-    _, placement = _side_frames(T, con, sd)
-    L = compliance(model, q, _side_rows(sd, T.p.dtype), placement, sd.body, ab)
-    S = jnp.asarray(sd.S, L.dtype)
-    return contact_jacobian(scene, T, con), S @ L @ S.T
+    return row_space(scene, model, q, T, con, ab, _no_joint_rows(scene.tree.nv, T.p.dtype))
 
 
 def body_forces(scene, T, con, F):
@@ -242,10 +236,14 @@ def joint_rows(scene, q, dt) -> JointRows:
         lo.append(-bound)
         hi.append(bound)
     if not E:
-        z = jnp.zeros((0,), dtype)
-        return JointRows(jnp.zeros((0, model.nv), dtype), z, z, z, np.zeros(0, int), z)
+        return _no_joint_rows(model.nv, dtype)
     return JointRows(*(jnp.concatenate(x) for x in (E, v_star, lo, hi)), np.concatenate(coordinate),
                      jnp.concatenate(signs))
+
+
+def _no_joint_rows(nv, dtype) -> JointRows:
+    z = jnp.zeros((0,), dtype)
+    return JointRows(jnp.zeros((0, nv), dtype), z, z, z, np.zeros(0, int), z)
 
 
 def _target(dist, dt, timeconst):
