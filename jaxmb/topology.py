@@ -116,6 +116,9 @@ class Topology:
         nb = len(self.parent)
         if np.any(self.parent >= np.arange(nb)):
             raise ValueError("bodies must be numbered so that parent[i] < i")
+        unknown = sorted({k for k in self.kinds if k not in KINDS})
+        if unknown:
+            raise ValueError(f"unknown joint kind(s) {unknown}; jaxmb.joints.KINDS has {sorted(KINDS)}")
         self.nb = nb
         nq_b = np.array([KINDS[k].nq for k in self.kinds], int)
         nv_b = np.array([KINDS[k].nv for k in self.kinds], int)

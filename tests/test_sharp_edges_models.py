@@ -11,6 +11,7 @@ import pytest
 import jaxmb
 from jaxmb import joints
 from jaxmb.rotation import left_jacobian_coefficients, so3_left_jacobian
+from jaxmb.topology import Topology
 
 jax.config.update("jax_enable_x64", True)  # also set in conftest.py
 
@@ -168,3 +169,8 @@ def test_joint_coordinates_find_a_joint_by_name_whatever_the_order_of_add_body()
     assert changed == ["upper", "lower"]
     with pytest.raises(KeyError, match="no movable joint 'wrist'"):
         m.joint_coordinates("wrist")
+
+
+def test_topology_names_an_unknown_joint_kind():
+    with pytest.raises(ValueError, match=r"unknown joint kind\(s\) \['helical'\].*screw"):
+        Topology([-1, 0], ("screw", "helical"))

@@ -34,12 +34,12 @@ which shortens its compilation without changing its run time (benchmarks/README.
 up sweep without bias terms, whose ``P, D, D^-1 U*`` depend on ``q`` alone (`mass_matrix_factors`), then the sweeps
 of the factored solve (`solve_factored`), and differentiates as the forward dynamics at rest without gravity.
 
-Under `jax.vmap` on the CPU a batch is computed 128 states at a time (`jaxmb.batching.vmap_in_cpu_chunks`, and
-`linear_in_cpu_chunks` for the derivatives), each chunk by `jax.vmap`: the dense cluster steps keep their batched
-products, and a chunk's arrays stay in the caches, where one `vmap` over a large batch made the run time depend on
-the program's gathers; the batch-last interpreter of the tree's sweeps runs these steps slower (benchmarks/README.md,
-"Closed loops in chunks"). The sweeps gather and sum rows (`jaxmb.batching.rows`) where a scatter would be a
-loop over the batch."""
+Under `jax.vmap` on the CPU a batch is computed `jaxmb.batching.chunks.CHUNK_STATES_VMAP` states at a time
+(`jaxmb.batching.vmap_in_cpu_chunks`, and `linear_in_cpu_chunks` for the derivatives), each chunk by `jax.vmap`: the
+dense cluster steps keep their batched products, and a chunk's arrays stay in the caches, where one `vmap` over a
+large batch made the run time depend on the program's gathers; the batch-last interpreter of the tree's sweeps runs
+these steps slower (benchmarks/README.md, "Closed loops in chunks"). The sweeps gather and sum rows
+(`jaxmb.batching.rows`) where a scatter would be a loop over the batch."""
 
 from typing import NamedTuple
 
