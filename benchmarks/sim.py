@@ -331,7 +331,7 @@ def throughput(name, batches, steps, dtype, peers=("mjx", "mujoco_c"), cache=Non
         final = g_jm(states, u)
         row = dict(scenario=name, batch=b, steps=steps, dtype=jnp.dtype(dtype).name, nv=int(scene.model.nv),
                    contact_slots=int(scene.nc), solver_rows=int(scene.rows), jaxmb_compile_s=c_jm,
-                   jaxmb_sanity=sanity(final.q, sc["floating"]), jaxmb_diverged=int(jnp.sum(final.diverged)))
+                   jaxmb_sanity=sanity(final.q, sc["floating"]), jaxmb_diverged=int(jnp.sum(final.diverged != 0)))
         calls = [("jaxmb", g_jm, (states, u))]
         if "mjx" in peers:
             q_mj = jnp.asarray(q[:, q_index], dtype)

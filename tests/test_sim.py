@@ -12,7 +12,7 @@ import pytest
 import jaxmb
 from jaxmb import joints
 from jaxmb.errors import ModelError
-from jaxmb.sim import init_state, make_scene, motor, position, rollout, step, velocity
+from jaxmb.sim import NONFINITE_STATE, failures, init_state, make_scene, motor, position, rollout, step, velocity
 from jaxmb.sim.actuators import actuator_forces
 
 G = 9.81
@@ -92,7 +92,7 @@ def test_implicit_step_is_stable_where_explicit_euler_diverges_and_freezes():
     explicit = make_scene(model, damping=1e4, integrator="euler")
     implicit = make_scene(model, damping=1e4, integrator="implicit")
     final, states = rollout(explicit, init_state(explicit, q0, jnp.array([1.0])), 0.01, steps=200)
-    assert bool(final.diverged)
+    assert failures(final.diverged) == ("non-finite state",)
     assert np.all(np.isfinite(np.asarray(states.q))) and np.all(np.isfinite(np.asarray(states.qd)))
     frozen = int(np.argmax(np.asarray(states.diverged)))
     assert np.all(np.asarray(states.q[frozen:]) == np.asarray(states.q[frozen]))
@@ -110,9 +110,33 @@ def test_a_diverged_world_stops_alone_in_a_batch():
     states = jax.vmap(lambda v: init_state(scene, jnp.array([0.3]), v))(qd)
     batch = jax.vmap(lambda s: rollout(scene, s, 0.01, steps=50)[0])(states)
     alone = rollout(scene, init_state(scene, jnp.array([0.3]), qd[0]), 0.01, steps=50)[0]
-    assert np.asarray(batch.diverged).tolist() == [False, True]
+    assert np.asarray(batch.diverged).tolist() == [0, NONFINITE_STATE]
     np.testing.assert_allclose(batch.q[0], alone.q, rtol=0, atol=1e-14)
     assert float(batch.q[1, 0]) == 0.3
+
+
+def test_a_non_finite_control_stops_its_world_alone_and_gradients_stay_finite():
+    """A policy's NaN reaches one world of a batch halfway through a rollout: that world stops there with the
+    reason ``non-finite control`` and keeps the state it had, the other runs as it does alone, and the gradient of
+    the batch's final positions with respect to the controls is finite (zero for the stopped world's steps from
+    the NaN on)."""
+    model = pendulum()
+    scene = make_scene(model, actuators=[motor("link")])
+    ctrls = jnp.full((2, 40, 1), 0.2).at[1, 20:, 0].set(jnp.nan)
+    start = init_state(scene, jnp.array([0.3]))
+
+    def final_q(u):
+        return jax.vmap(lambda c: rollout(scene, start, 0.01, ctrls=c)[0].q[0])(u)
+
+    final, states = jax.vmap(lambda c: rollout(scene, start, 0.01, ctrls=c))(ctrls)
+    assert failures(final.diverged[0]) == () and failures(final.diverged[1]) == ("non-finite control",)
+    assert np.asarray(states.diverged[1, :20]).tolist() == [0] * 20
+    assert float(final.q[1, 0]) == float(states.q[1, 19, 0])
+    alone = rollout(scene, start, 0.01, ctrls=ctrls[0])[0]
+    np.testing.assert_allclose(final.q[0], alone.q, rtol=0, atol=1e-14)
+    g = jax.grad(lambda u: jnp.sum(final_q(u)))(ctrls)
+    assert np.all(np.isfinite(np.asarray(g)))
+    assert np.all(np.asarray(g[1, 20:]) == 0.0) and np.any(np.asarray(g[1, :20]) != 0.0)
 
 
 def test_position_servo_settles_where_its_force_balances_gravity():

@@ -14,7 +14,7 @@ import pytest
 
 import jaxmb
 from jaxmb.loops import close_loops, constraint_residual, mechanisms, spanning_velocity
-from jaxmb.sim import contact_forces, init_state, make_scene, plane, position, rollout, sphere, step
+from jaxmb.sim import contact_forces, failures, init_state, make_scene, plane, position, rollout, sphere, step
 
 G = 9.81
 FOOT = 0.02  # radius of the foot sphere (m)
@@ -126,3 +126,19 @@ def test_gradient_through_a_closed_loop_contact_step_matches_differences(leg):
     fd = float((slider_velocity(200.0 + h) - slider_velocity(200.0 - h)) / (2 * h))
     assert float(standing.contact.force[0, 0]) > 0 and grad != 0
     np.testing.assert_allclose(grad, fd, rtol=1e-6)
+
+
+def test_a_step_past_the_linkage_range_stops_its_world_with_loops_open():
+    """The four-bar leg with its coupler as the independent joint, batched with two coupler rates: at 300 rad/s a
+    10 ms step asks for a coupler angle the linkage cannot reach, so that world stops with the reason ``loops
+    open`` and keeps its configuration; at 10 rad/s the other world steps and stays closed."""
+    lm = mechanisms.four_bar_leg(independent="coupler")
+    q = mechanisms.reference_configuration(lm)
+    scene = make_scene(lm)
+    start = init_state(scene, q)
+    yd = jnp.array([[0.0, 10.0], [0.0, 300.0]])
+    out = jax.vmap(lambda v: step(scene, start._replace(qd=v), None, 0.01))(yd)
+    assert failures(out.diverged[0]) == () and failures(out.diverged[1]) == ("loops open",)
+    assert np.all(np.asarray(out.q[1]) == np.asarray(start.q))
+    assert float(jnp.max(jnp.abs(constraint_residual(lm, out.q[0])))) < 1e-10
+    assert float(out.q[0, 3]) != float(start.q[3])

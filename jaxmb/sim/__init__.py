@@ -15,12 +15,24 @@ from jaxmb.sim.mjcf import Keyframe, MjcfScene, load_mjcf_scene
 from jaxmb.sim.scene import INTEGRATORS, CONTACT_MODELS, Scene, make_scene
 from jaxmb.sim.solver import residuals
 from jaxmb.sim.symplectic import PhasePoint, generalized_leapfrog, implicit_midpoint
-from jaxmb.sim.stepping import ContactState, State, contact_forces, init_state, rollout, step
+from jaxmb.sim.stepping import (
+    LOOPS_OPEN,
+    NONFINITE_CONTROL,
+    NONFINITE_STATE,
+    ContactState,
+    State,
+    contact_forces,
+    failures,
+    init_state,
+    rollout,
+    step,
+)
 from jaxmb.sim.urdf_collision import urdf_geometry
 
 __all__ = [
-    "CONTACT_MODELS", "ContactState", "Contacts", "Geometry", "INTEGRATORS", "Keyframe", "MjcfScene", "Pairs",
-    "PhasePoint", "Scene", "State", "box", "capsule", "contact_forces", "generalized_leapfrog", "implicit_midpoint",
+    "CONTACT_MODELS", "ContactState", "Contacts", "Geometry", "INTEGRATORS", "Keyframe", "LOOPS_OPEN", "MjcfScene",
+    "NONFINITE_CONTROL", "NONFINITE_STATE", "Pairs", "PhasePoint", "Scene", "State", "box", "capsule",
+    "contact_forces", "failures", "generalized_leapfrog", "implicit_midpoint",
     "init_state", "load_mjcf_scene", "make_scene", "motor", "plane", "position", "residuals", "rollout", "sphere",
     "step", "urdf_geometry", "velocity",
 ]

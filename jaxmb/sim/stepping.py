@@ -5,8 +5,10 @@ randomized worlds, over scenes), and several devices are `jaxmb.sharded_vmap`. `
 ``lax.scan``; with ``checkpoint`` (the default) each step is a ``jax.checkpoint``, so reverse mode through a long
 rollout keeps one state per step and recomputes the step's insides, instead of storing every intermediate.
 
-One world's trouble stays in that world: a step whose result is not finite keeps the world's previous state and
-sets its ``diverged`` flag, and a diverged world stays frozen; the other worlds of a batch go on.
+One world's trouble stays in that world: a step whose result is not finite, whose controls are not finite, or
+whose loops do not close keeps the world's previous state and records why in its ``diverged`` code
+(`NONFINITE_STATE`, `NONFINITE_CONTROL`, `LOOPS_OPEN`; `failures` names them), and a diverged world stays frozen;
+the other worlds of a batch go on.
 """
 
 from typing import NamedTuple
@@ -20,6 +22,28 @@ from jaxmb.kinematics import forward_kinematics
 from jaxmb.sim.closed_loops import is_closed, project
 from jaxmb.sim.constraints import contacts, world_forces
 from jaxmb.sim.integrators import euler, rk4
+
+
+NONFINITE_STATE = 1
+"""`State.diverged` bit: the step produced a non-finite ``q``, ``qd`` or solver impulse (a time step past the
+stability limit of the scene's stiffness or damping, or a non-finite state given to the step)."""
+
+NONFINITE_CONTROL = 2
+"""`State.diverged` bit: the controls given to the step were not finite (a policy's NaN). They are not applied."""
+
+LOOPS_OPEN = 4
+"""`State.diverged` bit: a closed-loop world's loops did not close at the end of the step (its configuration left
+the assemblies, as at a singularity)."""
+
+_FAILURES = ((NONFINITE_STATE, "non-finite state"), (NONFINITE_CONTROL, "non-finite control"),
+             (LOOPS_OPEN, "loops open"))
+
+
+def failures(diverged) -> tuple:
+    """The names of the reasons recorded in one world's ``diverged`` code (`State`), on the host: ``()`` for a
+    running world."""
+    code = int(diverged)
+    return tuple(name for bit, name in _FAILURES if code & bit)
 
 
 class ContactState(NamedTuple):
@@ -37,8 +61,9 @@ class ContactState(NamedTuple):
 class State(NamedTuple):
     """One world. ``q`` (nq,), ``qd`` (nv,) (for a closed-loop scene the independent velocities ``yd`` (ny,),
     `jaxmb.sim.closed_loops`), ``t`` () time, ``impulse`` (rows,) the constraint solver's last
-    impulses (its warm start), ``contact`` the last step's `ContactState`, ``diverged`` () whether a step of this
-    world produced a non-finite state, or a closed-loop world's loops did not close (the world is then frozen)."""
+    impulses (its warm start), ``contact`` the last step's `ContactState`, ``diverged`` () int32: zero while the
+    world runs, else the bits of why the step that stopped it did (`NONFINITE_STATE`, `NONFINITE_CONTROL`,
+    `LOOPS_OPEN`), and the world is frozen from then on."""
 
     q: jnp.ndarray
     qd: jnp.ndarray
@@ -73,7 +98,7 @@ def init_state(scene, q=None, qd=None) -> State:
     else:
         contact = ContactState(jnp.zeros(0, dtype), jnp.zeros((0, 3), dtype), jnp.zeros((0, 3, 3), dtype),
                                jnp.zeros((0, 3), dtype))
-    return State(q, qd, jnp.zeros((), dtype), jnp.zeros(scene.rows, dtype), contact, jnp.zeros((), bool))
+    return State(q, qd, jnp.zeros((), dtype), jnp.zeros(scene.rows, dtype), contact, jnp.zeros((), jnp.int32))
 
 
 def _check_ctrl(scene, ctrl, dtype):
@@ -98,14 +123,18 @@ def step(scene, state: State, ctrl, dt) -> State:
     """``state`` advanced by ``dt`` under the controls ``ctrl`` (nu,) (None: zeros) with the scene's integrator,
     contact model and constraints (module docstring; `jaxmb.sim.integrators`, `jaxmb.sim.constraints`)."""
     ctrl = _check_ctrl(scene, ctrl, state.qd.dtype)
+    ctrl_finite = jnp.all(jnp.isfinite(ctrl))
+    ctrl = jnp.where(ctrl_finite, ctrl, 0.0)  # not applied, and kept out of the discarded step and its derivative
     out = _advance(scene, state, ctrl, dt)
     con = out.constraints.contacts
     contact = state.contact if con is None else ContactState(con.dist, con.pos, con.frame, out.constraints.force)
     new = State(out.q, out.qd, state.t + dt, out.constraints.impulse, contact, state.diverged)
     finite = jnp.all(jnp.isfinite(new.q)) & jnp.all(jnp.isfinite(new.qd)) & jnp.all(jnp.isfinite(new.impulse))
-    keep = state.diverged | ~finite | ~out.closed
-    new = jax.tree.map(lambda old, x: jnp.where(keep, old, x), state, new)
-    return new._replace(diverged=keep)
+    why = (jnp.where(finite, 0, NONFINITE_STATE) | jnp.where(ctrl_finite, 0, NONFINITE_CONTROL)
+           | jnp.where(out.closed, 0, LOOPS_OPEN))
+    diverged = jnp.where(state.diverged != 0, state.diverged, why).astype(jnp.int32)
+    new = jax.tree.map(lambda old, x: jnp.where(diverged != 0, old, x), state, new)
+    return new._replace(diverged=diverged)
 
 
 def contact_forces(state: State):
