@@ -115,6 +115,16 @@ def test_a_diverged_world_stops_alone_in_a_batch():
     assert float(batch.q[1, 0]) == 0.3
 
 
+@pytest.mark.parametrize("dt", [0.0, -0.01, float("nan"), float("inf")])
+def test_a_time_step_that_is_not_positive_and_finite_is_refused(dt):
+    scene = make_scene(pendulum())
+    state = init_state(scene, jnp.array([0.3]))
+    with pytest.raises(ValueError, match="dt must be a positive, finite time step"):
+        step(scene, state, None, dt)
+    with pytest.raises(ValueError, match="dt must be a positive, finite time step"):
+        rollout(scene, state, dt, steps=3)
+
+
 def test_a_non_finite_control_stops_its_world_alone_and_gradients_stay_finite():
     """A policy's NaN reaches one world of a batch halfway through a rollout: that world stops there with the
     reason ``non-finite control`` and keeps the state it had, the other runs as it does alone, and the gradient of

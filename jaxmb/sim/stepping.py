@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxmb.batching import eager_jit, full_precision
 from jaxmb.configuration import neutral_configuration
@@ -118,10 +119,25 @@ def _advance(scene, state, ctrl, dt):
     return euler(scene, state.q, state.qd, ctrl, dt, state.impulse, implicit=integrator == "implicit")
 
 
-@eager_jit
 def step(scene, state: State, ctrl, dt) -> State:
     """``state`` advanced by ``dt`` under the controls ``ctrl`` (nu,) (None: zeros) with the scene's integrator,
     contact model and constraints (module docstring; `jaxmb.sim.integrators`, `jaxmb.sim.constraints`)."""
+    _check_dt(dt)
+    return _step(scene, state, ctrl, dt)
+
+
+def _check_dt(dt):
+    """A ``dt`` known here that is not a positive finite number is a ValueError (a traced one cannot be checked
+    here)."""
+    if isinstance(dt, jax.core.Tracer):
+        return
+    value = np.asarray(dt)
+    if not (np.issubdtype(value.dtype, np.number) and np.all(np.isfinite(value)) and np.all(value > 0)):
+        raise ValueError(f"dt must be a positive, finite time step, got {dt!r}")
+
+
+@eager_jit
+def _step(scene, state: State, ctrl, dt) -> State:
     ctrl = _check_ctrl(scene, ctrl, state.qd.dtype)
     ctrl_finite = jnp.all(jnp.isfinite(ctrl))
     ctrl = jnp.where(ctrl_finite, ctrl, 0.0)  # not applied, and kept out of the discarded step and its derivative
@@ -142,7 +158,6 @@ def contact_forces(state: State):
     return world_forces(state.contact, state.contact.force)
 
 
-@eager_jit(static_argnames=("policy", "steps", "checkpoint"))
 def rollout(scene, state: State, dt, ctrls=None, policy=None, steps=None, checkpoint=True):
     """``(final state, states)``: ``steps`` steps from ``state``, ``states`` the state after each (a `State` whose
     leaves have a leading axis of ``steps``).
@@ -151,6 +166,12 @@ def rollout(scene, state: State, dt, ctrls=None, policy=None, steps=None, checkp
     Python function: static here; close over its parameters, or call `rollout` inside your own ``jax.jit``), or
     neither (zero controls; then ``steps`` is needed). ``checkpoint``: recompute each step's insides in reverse mode
     (module docstring)."""
+    _check_dt(dt)
+    return _rollout(scene, state, dt, ctrls=ctrls, policy=policy, steps=steps, checkpoint=checkpoint)
+
+
+@eager_jit(static_argnames=("policy", "steps", "checkpoint"))
+def _rollout(scene, state: State, dt, ctrls=None, policy=None, steps=None, checkpoint=True):
     if ctrls is not None and policy is not None:
         raise ValueError("rollout: pass ctrls or policy, not both")
     if ctrls is not None:
@@ -161,7 +182,7 @@ def rollout(scene, state: State, dt, ctrls=None, policy=None, steps=None, checkp
         raise ValueError("rollout: give ctrls (steps, nu), or steps with a policy or with zero controls")
 
     def one(s, ctrl):
-        s = step(scene, s, policy(s) if policy is not None else ctrl, dt)
+        s = _step(scene, s, policy(s) if policy is not None else ctrl, dt)
         return s, s
 
     body = jax.checkpoint(one) if checkpoint else one
