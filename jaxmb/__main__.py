@@ -3,9 +3,11 @@
 Loads the 12-dof quadruped with a free base and prints the model; checks inverse against forward dynamics on
 one random state; then compiles and times ``jit(vmap(forward_dynamics))`` and a reverse-mode gradient through it
 over a batch of random states, and, with one JAX device per CPU core, the same batch split over them
-(`jaxmb.sharded_vmap`). Everything runs in float32: the demo never switches ``jax_enable_x64`` on.
+(`jaxmb.sharded_vmap`). Last, the simulator (`jaxmb.sim`): a batch of worlds in which the quadruped, its feet the
+URDF's collision spheres, drops onto a floor and stands under position servos, rolled out for half a second.
+Everything runs in float32: the demo never switches ``jax_enable_x64`` on.
 
-Options: ``--batch N`` (default 4096), ``--seed S`` (default 0).
+Options: ``--batch N`` (default 4096), ``--worlds W`` (default 256), ``--seed S`` (default 0).
 """
 
 import argparse
@@ -20,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmb
-from jaxmb import assets
+from jaxmb import assets, sim
 
 DTYPE = jnp.float32
 
@@ -127,13 +129,46 @@ def batch(model, q, qd, tau):
           f"{t_grad / t_fd:11.1f}x forward")
 
 
+def simulate(worlds, seed, dt=2e-3, steps=250):
+    """``worlds`` quadrupeds dropped on the floor and standing under position servos: compile time, throughput, and
+    the state after ``steps`` steps of ``dt`` (the base height, and world 0's contact forces against its weight)."""
+    path = assets.path("quadruped.urdf")
+    model = jaxmb.load_urdf(path, floating_base=True).cast(DTYPE)
+    feet = sim.urdf_geometry(path, model)
+    legs = model.joint_names[1:]  # joint 0 is the free joint
+    scene = sim.make_scene(model, [sim.plane(name="floor")] + feet, pairs_include=[("floor", g.name) for g in feet],
+                           actuators=[sim.position(j, kp=60.0, kv=2.0, force_limit=25.0) for j in legs])
+    pose = np.array([0.7 if j.endswith("hip_flexion") else -1.4 if j.endswith("knee") else 0.0 for j in legs])
+    q0 = np.array(jaxmb.neutral_configuration(model))
+    q0[7:], q0[2] = pose, 0.35  # the feet 2.4 cm above the floor
+    noise = np.random.default_rng(seed).uniform(-0.02, 0.02, (worlds, len(legs)))
+    states = jax.vmap(lambda q: sim.init_state(scene, q))(jnp.asarray(np.c_[np.tile(q0[:7], (worlds, 1)),
+                                                                                  pose + noise], DTYPE))
+    ctrls = jnp.tile(jnp.asarray(pose, DTYPE), (steps, 1))
+    roll, compile_s = _compile(jax.vmap(lambda s: sim.rollout(scene, s, dt, ctrls=ctrls)[0]), states)
+    t = _time(roll, states, min_runs=1, min_seconds=0.0)
+    final = roll(states)
+    z = 1e3 * np.asarray(final.q[:, 2])
+    F = np.asarray(sim.contact_forces(jax.tree.map(lambda x: x[0], final)))
+    weight = 9.81 * float(jnp.sum(model.mass))
+    print(f"\nsimulation (jaxmb.sim): {worlds} worlds, {steps} steps of {1e3 * dt:.0f} ms, {jnp.dtype(DTYPE).name}")
+    print(f"  the quadruped dropped onto the floor on its {len(feet)} foot spheres, servos holding the standing pose")
+    print(f"  jit(vmap(rollout))                  compile {compile_s:5.1f} s   {t * 1e3:8.2f} ms per rollout "
+          f"{worlds * steps / t:11,.0f} steps/s")
+    print(f"  {f'after {steps * dt:.1f} s':36s}base height {z.min():.1f} to {z.max():.1f} mm; "
+          f"stopped worlds {int(np.sum(np.asarray(final.diverged) != 0))}")
+    print(f"  {'contact forces':36s}world 0's feet carry {F[:, 2].sum():.1f} N vertically, "
+          f"{F[:, 2].sum() / weight:.3f} x its weight")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m jaxmb", description="jaxmb demo on the shipped quadruped")
     parser.add_argument("--batch", type=int, default=4096, help="number of random states in the batch (4096)")
+    parser.add_argument("--worlds", type=int, default=256, help="number of simulated worlds (256)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (0)")
     args = parser.parse_args(argv)
-    if args.batch < 1:
-        parser.error("--batch must be at least 1")
+    if args.batch < 1 or args.worlds < 1:
+        parser.error("--batch and --worlds must be at least 1")
 
     start = time.perf_counter()
     model = assets.quadruped(floating_base=True).cast(DTYPE)
@@ -142,6 +177,7 @@ def main(argv=None):
     q, qd, u = _random_states(model, jax.random.PRNGKey(args.seed), args.batch)
     one_state(model, q[0], qd[0], u[0])
     batch(model, q, qd, u)
+    simulate(args.worlds, args.seed)
     print(f"\ndone in {time.perf_counter() - start:.1f} s")
     return 0
 

@@ -113,8 +113,8 @@ def test_notebook_runs(path, tmp_path):
 
 
 def test_demo_runs():
-    run = subprocess.run([sys.executable, "-m", "jaxmb", "--batch", "256"], cwd=REPO, capture_output=True,
-                         text=True, timeout=900, env=fast_compile_environment())
+    run = subprocess.run([sys.executable, "-m", "jaxmb", "--batch", "256", "--worlds", "16"], cwd=REPO,
+                         capture_output=True, text=True, timeout=900, env=fast_compile_environment())
     assert run.returncode == 0, f"python -m jaxmb failed:\n{run.stdout}\n{run.stderr}"
     assert not PYTHON_WARNING.search(run.stderr), f"python -m jaxmb emits warnings:\n{run.stderr}"
     match = re.search(r"max \|FD\(q, qd, ID\(q, qd, qdd\)\) - qdd\| = (\S+)", run.stdout)
@@ -122,6 +122,9 @@ def test_demo_runs():
     assert float(match.group(1)) < 1e-3  # float32; about 2e-5 on the quadruped
     assert "batch of 256 random states, float32" in run.stdout
     assert "states/s" in run.stdout and "x forward" in run.stdout
+    assert "simulation (jaxmb.sim): 16 worlds" in run.stdout and "stopped worlds 0" in run.stdout
+    carried = re.search(r"world 0's feet carry \S+ N vertically, (\S+) x its weight", run.stdout)
+    assert carried and abs(float(carried.group(1)) - 1.0) < 0.02, run.stdout  # standing after half a second
 
 
 if __name__ == "__main__":  # python tests/test_notebooks.py [NAME ...]: run the notebooks and store their outputs
