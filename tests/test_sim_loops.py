@@ -137,7 +137,7 @@ def test_a_step_past_the_linkage_range_stops_its_world_with_loops_open():
     scene = make_scene(lm)
     start = init_state(scene, q)
     yd = jnp.array([[0.0, 10.0], [0.0, 300.0]])
-    out = jax.vmap(lambda v: step(scene, start._replace(qd=v), None, 0.01))(yd)
+    out = jax.jit(jax.vmap(lambda v: step(scene, start._replace(qd=v), None, 0.01)))(yd)
     assert failures(out.diverged[0]) == () and failures(out.diverged[1]) == ("loops open",)
     assert np.all(np.asarray(out.q[1]) == np.asarray(start.q))
     assert float(jnp.max(jnp.abs(constraint_residual(lm, out.q[0])))) < 1e-10
