@@ -12,8 +12,9 @@ import pytest
 import jaxmb
 from jaxmb import joints
 from jaxmb.errors import ModelError
-from jaxmb.sim import NONFINITE_STATE, failures, init_state, make_scene, motor, position, rollout, step, velocity
-from jaxmb.sim.actuators import actuator_forces
+from jaxmb.sim import (NONFINITE_STATE, failures, init_state, intvelocity, make_scene, motor, position, rollout, step,
+                       velocity)
+from jaxmb.sim.actuators import actuator_forces, with_activation
 
 G = 9.81
 
@@ -249,3 +250,30 @@ def test_bad_scene_options_name_the_problem():
     with pytest.raises(ValueError, match="ctrl must have shape"):
         scene = make_scene(model, actuators=[motor("link")])
         step(scene, init_state(scene), jnp.zeros(3), 0.01)
+
+
+def test_activations_integrate_the_control_and_lag_behind_it_exactly():
+    """An integrated-velocity servo's target ``a`` grows by ``dt u`` a step until its range stops it; a position
+    servo with a time constant ``T`` follows a step of its control as ``1 - exp(-t/T)``, and its force is that of
+    a servo at the lagged target."""
+    scene = make_scene(chain(), actuators=[intvelocity("l0", kp=5.0, act_range=(-0.3, 0.3)),
+                                           position("l1", kp=4.0, time_constant=0.05)], integrator="euler")
+    assert scene.actuators.na == 2
+    final, states = rollout(scene, init_state(scene), 0.01, ctrls=jnp.tile(jnp.array([1.0, 0.2]), (40, 1)))
+    n = np.arange(1, 41)
+    np.testing.assert_allclose(states.act[:, 0], np.minimum(0.01 * n, 0.3), rtol=0, atol=1e-14)
+    np.testing.assert_allclose(states.act[:, 1], 0.2 * (1 - np.exp(-0.01 * n / 0.05)), rtol=0, atol=1e-14)
+    lagged = make_scene(chain(), actuators=[position("l1", kp=4.0)], integrator="euler")
+    f = actuator_forces(scene.actuators, final.q, final.qd, with_activation(scene.actuators, jnp.zeros(2), final.act))
+    g = actuator_forces(lagged.actuators, final.q, final.qd, final.act[1:])
+    assert float(g[1]) != 0.0 and float(f[1]) == float(g[1])
+
+
+def test_activation_dynamics_bad_input_is_named():
+    with pytest.raises(ModelError, match="'lag'.*positive, finite time_constant"):
+        make_scene(chain(), actuators=[position("l1", kp=4.0, time_constant=0.0, name="lag")])
+    with pytest.raises(ModelError, match="activation dynamics .*'intvelocity:l0'.*not 'rk4'"):
+        make_scene(chain(), actuators=[intvelocity("l0", kp=5.0)], integrator="rk4")
+    scene = make_scene(chain(), actuators=[intvelocity("l0", kp=5.0)])
+    with pytest.raises(ValueError, match=r"act \(1,\)"):
+        init_state(scene, act=jnp.zeros(2))

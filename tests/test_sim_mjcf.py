@@ -278,7 +278,7 @@ LEFT_OUT = """<mujoco model="left_out">
     <velocity name="spin" joint="finger" kv="2"/>
     <position name="servo_ref" joint="elbow" kp="10"/>
     <motor name="ball_motor" joint="wrist" gear="1 0 0 0 0 0"/>
-    <general name="filtered" joint="finger" dyntype="filter" dynprm="0.1"/>
+    <general name="filtered" joint="finger" dyntype="filter" dynprm="0.1" actearly="true"/>
     <general name="affine" joint="finger" biastype="affine" gainprm="3" biasprm="1 -3 0"/>
     <motor name="lopsided" joint="finger" forcerange="-1 2"/>
     <motor name="site_motor" site="tip" gear="0 0 1 0 0 0"/>
@@ -299,7 +299,7 @@ def test_warning_names_everything_left_out():
     for name in ("can", "egg", "rock", "ground (hfield)", "floor", "slippery", "servo_ref", "ball_motor", "filtered",
                  "affine", "lopsided", "site_motor", "damped", "lock", "later", "cable"):
         assert name in message, name
-    assert "site transmission" in message and "filter activation dynamics" in message
+    assert "site transmission" in message and "activation dynamics that act early" in message
     assert "inactive at the start" in message and "asymmetric force range" in message
     assert s.scene.actuators.names == ("spin",) and s.actuator_ids == (0,)
     assert s.left_out and all(entry in message for entry in s.left_out)
@@ -371,6 +371,51 @@ def test_contact_free_rk4_steps_match_mujoco_to_1e8():
     assert np.abs(np.asarray(qpos) - s.mujoco_map.q_to_qpos(key.q)).max() > 0.5  # the chain moves
     assert_close(s.mujoco_map.q_to_qpos(q), np.asarray(qpos), 1e-8)
     assert_close(s.mujoco_map.qd_to_qvel(q, np.asarray(states.qd)), np.asarray(qvel), 1e-8)
+
+
+LAGGED = """<mujoco model="lagged">
+  <option timestep="0.002" integrator="Euler"/>
+  <worldbody>
+    <body name="a">
+      <joint name="ja" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.02" mass="0.4"/>
+      <body name="b" pos="0 0 -0.3">
+        <joint name="jb" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0 0 -0.25" size="0.02" mass="0.3"/>
+        <body name="c" pos="0 0 -0.25">
+          <joint name="jc" type="slide" axis="0 0 1"/><geom type="sphere" size="0.03" mass="0.2"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <intvelocity name="iv" joint="ja" kp="30" kv="1" actrange="-0.5 0.5" ctrlrange="-2 2"/>
+    <position name="lagged" joint="jb" kp="20" kv="0.5" timeconst="0.05"/>
+    <general name="filtered" joint="jc" dyntype="filter" dynprm="0.03" gainprm="5"/>
+  </actuator>
+  <keyframe><key name="k" qpos="0.1 -0.2 0.01" act="0.05 -0.1 0.2" ctrl="1.5 0.4 -0.3"/></keyframe>
+</mujoco>"""
+
+
+def test_activation_dynamics_follow_mujocos_steps():
+    """An integrated-velocity servo (its target clipped to its activation range within the run), a position servo
+    with a time constant (the exact first-order lag) and a filtered motor (the Euler lag), from a keyframe with
+    activations: 400 steps of the scene read from the file equal MuJoCo's in ``qpos`` and ``act`` to 1e-12."""
+    s, caught = quietly(LAGGED)
+    assert not caught and s.scene.actuators.dyn == ("integrator", "filterexact", "filter")
+    key, steps = s.keyframes["k"], 400
+    np.testing.assert_array_equal(key.act, [0.05, -0.1, 0.2])
+    data = mujoco.MjData(s.mj)
+    mujoco.mj_resetDataKeyframe(s.mj, data, 0)
+    qpos, act = [], []
+    for _ in range(steps):
+        mujoco.mj_step(s.mj, data)
+        qpos.append(data.qpos.copy()), act.append(data.act.copy())
+    run = fast_jit(lambda state: sim.rollout(s.scene, state, s.dt, ctrls=jnp.tile(key.ctrl, (steps, 1)))[1])
+    states = run(sim.init_state(s.scene, key.q, key.qd, key.act))
+    assert np.max(np.asarray(act)[:, 0]) == 0.5  # the integrated target reaches its range
+    assert_close(np.asarray(states.act), np.asarray(act), 1e-12)
+    assert_close(s.mujoco_map.q_to_qpos(np.asarray(states.q)), np.asarray(qpos), 1e-12)
 
 
 # -- with contact -------------------------------------------------------------------------------------------------

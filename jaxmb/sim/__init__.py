@@ -8,7 +8,7 @@ friction, compliant contact), `solver` (the frictional contact problem), `integr
 rollout), `symplectic` (implicit midpoint and generalized leapfrog on canonical momenta).
 """
 
-from jaxmb.sim.actuators import motor, position, velocity
+from jaxmb.sim.actuators import intvelocity, motor, position, velocity
 from jaxmb.sim.collision import Contacts
 from jaxmb.sim.geometry import Geometry, Pairs, box, capsule, plane, sphere
 from jaxmb.sim.mjcf import Keyframe, MjcfScene, load_mjcf_scene
@@ -32,7 +32,7 @@ from jaxmb.sim.urdf_collision import urdf_geometry
 __all__ = [
     "CONTACT_MODELS", "ContactState", "Contacts", "Geometry", "INTEGRATORS", "Keyframe", "LOOPS_OPEN", "MjcfScene",
     "NONFINITE_CONTROL", "NONFINITE_STATE", "Pairs", "PhasePoint", "Scene", "State", "box", "capsule",
-    "contact_forces", "failures", "generalized_leapfrog", "implicit_midpoint",
+    "contact_forces", "failures", "generalized_leapfrog", "implicit_midpoint", "intvelocity",
     "init_state", "load_mjcf_scene", "make_scene", "motor", "plane", "position", "residuals", "rollout", "sphere",
     "step", "urdf_geometry", "velocity",
 ]

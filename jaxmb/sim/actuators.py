@@ -5,7 +5,12 @@ Every actuator drives one velocity coordinate ``j`` and produces the force of Mu
     f = clip(gain u + bias_q q_j + bias_qd qd_j, -force_limit, force_limit),     u = clip(ctrl, ctrl_range)
 
 a motor ``gain = gear``; a position servo (PD) ``gain = kp, bias_q = -kp, bias_qd = -kv``, so that
-``f = kp (u - q_j) - kv qd_j``; a velocity servo ``gain = kv, bias_qd = -kv``. A servo's ``gear`` ``g`` is MuJoCo's:
+``f = kp (u - q_j) - kv qd_j``; a velocity servo ``gain = kv, bias_qd = -kv``. An actuator with activation dynamics
+(MuJoCo's ``dyntype``) takes its activation ``a`` in the place of ``u``, one entry of the state's ``act`` (na,), and
+the step moves it toward the clipped control (`next_activation`): ``integrator`` ``da/dt = u`` (`intvelocity`: a
+position servo whose target integrates the control, a velocity), ``filter`` ``da/dt = (u - a) / time_constant`` by
+an Euler step, ``filterexact`` the same first-order lag integrated exactly (`position` with a ``time_constant``), each
+activation then clipped to its ``act_range``. A servo's ``gear`` ``g`` is MuJoCo's:
 it acts on the actuator's length ``g q_j`` and velocity ``g qd_j`` and its force reaches the joint times ``g``
 (``gain = g kp, bias_q = -g^2 kp, bias_qd = -g^2 kv``). Their numbers are leaves of the
 scene, so a batch of scenes with randomized gains is a ``vmap``; which coordinate each one drives is static.
@@ -37,6 +42,13 @@ class Actuator:
     ctrl_range: tuple
     coordinate: int = 0
     name: str | None = None
+    dyn: str = "none"
+    time_constant: float = 0.0
+    act_range: tuple = (-np.inf, np.inf)
+
+
+DYNAMICS = ("none", "integrator", "filter", "filterexact")
+"""Activation dynamics of an actuator (MuJoCo's ``dyntype``; module docstring)."""
 
 
 def motor(joint, gear=1.0, force_limit=None, ctrl_range=None, coordinate=0, name=None) -> Actuator:
@@ -45,11 +57,24 @@ def motor(joint, gear=1.0, force_limit=None, ctrl_range=None, coordinate=0, name
     return Actuator(joint, "motor", gear, 0.0, 0.0, _limit(force_limit), _range(ctrl_range), coordinate, name)
 
 
-def position(joint, kp, kv=0.0, force_limit=None, ctrl_range=None, gear=1.0, name=None) -> Actuator:
+def position(joint, kp, kv=0.0, force_limit=None, ctrl_range=None, gear=1.0, name=None,
+             time_constant=None) -> Actuator:
     """A position servo on a one-coordinate joint: ``f = kp (u - q) - kv qd``, ``u`` the target position; with a
-    ``gear`` ``g``, ``f = g (kp (u - g q) - kv g qd)`` (module docstring)."""
-    return Actuator(joint, "position", gear * kp, -gear * gear * kp, -gear * gear * kv, _limit(force_limit),
-                    _range(ctrl_range), 0, name)
+    ``gear`` ``g``, ``f = g (kp (u - g q) - kv g qd)`` (module docstring). With a ``time_constant`` the target is
+    the control through a first-order lag (``filterexact``, MuJoCo's ``timeconst``)."""
+    servo = Actuator(joint, "position", gear * kp, -gear * gear * kp, -gear * gear * kv, _limit(force_limit),
+                     _range(ctrl_range), 0, name)
+    if time_constant is None:
+        return servo
+    return dataclasses.replace(servo, dyn="filterexact", time_constant=time_constant)
+
+
+def intvelocity(joint, kp, kv=0.0, act_range=None, force_limit=None, ctrl_range=None, gear=1.0,
+                name=None) -> Actuator:
+    """A position servo whose target ``a`` integrates the control, a velocity (``da/dt = u``, MuJoCo's
+    ``intvelocity``): ``f = kp (a - q) - kv qd``, the target clipped to ``act_range`` (the joint's range, say)."""
+    servo = position(joint, kp, kv, force_limit, ctrl_range, gear, name)
+    return dataclasses.replace(servo, kind="intvelocity", dyn="integrator", act_range=_range(act_range))
 
 
 def velocity(joint, kv, force_limit=None, ctrl_range=None, gear=1.0, name=None) -> Actuator:
@@ -71,8 +96,9 @@ def _range(ctrl_range):
 @dataclass(frozen=True)
 class Actuators:
     """The scene's actuators (nu of them). Leaves (nu,): ``gain``, ``bias_q``, ``bias_qd``, ``force_limit``,
-    ``ctrl_lower``, ``ctrl_upper``. Static: ``v_index`` (nu,) the velocity coordinate each drives, ``q_index`` (nu,)
-    its position coordinate (-1 for a motor on a multi-coordinate joint), ``names`` (nu,)."""
+    ``ctrl_lower``, ``ctrl_upper``, ``time_constant``, ``act_lower``, ``act_upper``. Static: ``v_index`` (nu,) the
+    velocity coordinate each drives, ``q_index`` (nu,) its position coordinate (-1 for a motor on a
+    multi-coordinate joint), ``names`` (nu,), ``dyn`` (nu,) activation dynamics (`DYNAMICS`)."""
 
     gain: jnp.ndarray
     bias_q: jnp.ndarray
@@ -80,13 +106,26 @@ class Actuators:
     force_limit: jnp.ndarray
     ctrl_lower: jnp.ndarray
     ctrl_upper: jnp.ndarray
+    time_constant: jnp.ndarray
+    act_lower: jnp.ndarray
+    act_upper: jnp.ndarray
     v_index: tuple = field(metadata=dict(static=True))
     q_index: tuple = field(metadata=dict(static=True))
     names: tuple = field(metadata=dict(static=True))
+    dyn: tuple = field(metadata=dict(static=True))
 
     @property
     def nu(self) -> int:
         return len(self.v_index)
+
+    @property
+    def stateful(self) -> np.ndarray:
+        """The actuators with activation dynamics (na,), in the order of the state's ``act``."""
+        return np.flatnonzero(np.asarray(self.dyn) != "none")
+
+    @property
+    def na(self) -> int:
+        return len(self.stateful)
 
     def replace(self, **changes) -> "Actuators":
         return dataclasses.replace(self, **changes)
@@ -95,8 +134,9 @@ class Actuators:
 def actuators(model, specs) -> Actuators:
     """Check the actuator ``specs`` against ``model`` and gather them: a `ModelError` names the actuator whose
     joint is missing, whose coordinate does not exist, whose servo is on a joint of several coordinates, or whose
-    gains, limits or range are not finite, non-negative or ordered."""
-    rows, v_index, q_index, names = [], [], [], []
+    gains, limits or range are not finite, non-negative or ordered, or whose activation dynamics is unknown or has
+    no positive time constant."""
+    rows, v_index, q_index, names, dyn = [], [], [], [], []
     for i, a in enumerate(specs):
         where = f"actuator {i if a.name is None else repr(a.name)} ({a.kind} on joint {a.joint!r})"
         try:
@@ -118,22 +158,55 @@ def actuators(model, specs) -> Actuators:
         if not (a.force_limit > 0) or np.isnan(lo) or np.isnan(hi) or not lo < hi:
             raise ModelError(f"{where}: force_limit must be positive and ctrl_range increasing, got "
                              f"{a.force_limit} and {a.ctrl_range}")
-        rows.append([a.gain, a.bias_q, a.bias_qd, a.force_limit, lo, hi])
+        if a.dyn not in DYNAMICS:
+            raise ModelError(f"{where}: unknown activation dynamics {a.dyn!r}; choose one of {DYNAMICS}")
+        if a.dyn in ("filter", "filterexact") and not (np.isfinite(a.time_constant) and a.time_constant > 0):
+            raise ModelError(f"{where}: a {a.dyn} needs a positive, finite time_constant, got {a.time_constant!r}")
+        a_lo, a_hi = a.act_range
+        if np.isnan(a_lo) or np.isnan(a_hi) or not a_lo < a_hi:
+            raise ModelError(f"{where}: act_range must be increasing, got {a.act_range}")
+        rows.append([a.gain, a.bias_q, a.bias_qd, a.force_limit, lo, hi, a.time_constant, a_lo, a_hi])
+        dyn.append(a.dyn)
         v_index.append(v_slice.start + a.coordinate)
         q_index.append(q_slice.start if a.kind != "motor" or n == 1 else -1)
         names.append(a.name if a.name is not None else f"{a.kind}:{a.joint}" + (f"[{a.coordinate}]" if n > 1 else ""))
-    values = np.asarray(rows, float).reshape(-1, 6).T
+    values = np.asarray(rows, float).reshape(-1, 9).T
     leaves = [jnp.asarray(v, model.mass.dtype) for v in values]
-    return Actuators(*leaves, v_index=tuple(v_index), q_index=tuple(q_index), names=tuple(names))
+    return Actuators(*leaves, v_index=tuple(v_index), q_index=tuple(q_index), names=tuple(names), dyn=tuple(dyn))
+
+
+def with_activation(act: Actuators, ctrl, activation):
+    """The inputs (nu,) of the force law: ``ctrl`` (nu,), with the activations ``activation`` (na,) in the place
+    of the controls of the actuators that have activation dynamics (`actuator_forces` does not clip those)."""
+    if not act.na:
+        return ctrl
+    return ctrl.at[act.stateful].set(activation)
+
+
+def next_activation(act: Actuators, ctrl, activation, dt):
+    """The activations (na,) after a step of ``dt`` from ``activation`` (na,) under the controls ``ctrl`` (nu,)
+    (module docstring)."""
+    if not act.na:
+        return activation
+    i = act.stateful
+    u = jnp.clip(ctrl[i], act.ctrl_lower[i], act.ctrl_upper[i])
+    dyn, tau = np.asarray(act.dyn)[i], act.time_constant[i]
+    lag = jnp.where(dyn == "filterexact", -jnp.expm1(-dt / jnp.where(dyn == "filterexact", tau, 1.0)),
+                    dt / jnp.where(dyn == "filter", tau, 1.0))
+    a = jnp.where(dyn == "integrator", activation + dt * u, activation + lag * (u - activation))
+    return jnp.clip(a, act.act_lower[i], act.act_upper[i])
 
 
 def actuator_forces(act: Actuators, q, qd, ctrl):
-    """Joint forces (nv,) of the actuators at ``(q, qd)`` (one state) for the controls ``ctrl`` (nu,)."""
+    """Joint forces (nv,) of the actuators at ``(q, qd)`` (one state) for the controls ``ctrl`` (nu,), which for
+    an actuator with activation dynamics is its activation (`with_activation`), not clipped."""
     nv = qd.shape[0]
     if not act.nu:
         return jnp.zeros(nv, qd.dtype)
     v, qi = np.asarray(act.v_index), np.asarray(act.q_index)
     u = jnp.clip(ctrl, act.ctrl_lower, act.ctrl_upper)
+    if act.na:
+        u = u.at[act.stateful].set(ctrl[act.stateful])
     q_j = jnp.where(qi >= 0, q[np.maximum(qi, 0)], 0.0)
     f = act.gain * u + act.bias_q * q_j + act.bias_qd * qd[v]
     f = jnp.clip(f, -act.force_limit, act.force_limit)

@@ -12,10 +12,12 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   geoms whose ``contype`` and ``conaffinity`` bitmasks meet (``contype1 & conaffinity2 | contype2 & conaffinity1``)
   on different weld bodies, neither excluded by ``<exclude>`` nor, unless the model disables ``filterparent``, a
   body and its parent (neither the world); passed to `jaxmb.sim.make_scene` as ``pairs_include``.
-* actuators with a joint transmission on a hinge or slide, no activation dynamics, a fixed gain and no bias or an
-  affine one that is a motor (no bias), a position servo (``biasprm = [0, -kp, -kv]``) or a velocity servo
-  (``biasprm = [0, 0, -kv]``): `jaxmb.sim.motor`, `position`, `velocity` with MuJoCo's gear, ``ctrlrange`` where
-  ``ctrllimited`` and ``forcerange`` (symmetric) where ``forcelimited``, named as in MuJoCo.
+* actuators with a joint transmission on a hinge or slide, a fixed gain and no bias or an affine one that is a
+  motor (no bias), a position servo (``biasprm = [0, -kp, -kv]``) or a velocity servo (``biasprm = [0, 0,
+  -kv]``): `jaxmb.sim.motor`, `position`, `velocity` with MuJoCo's gear, ``ctrlrange`` where ``ctrllimited`` and
+  ``forcerange`` (symmetric) where ``forcelimited``, named as in MuJoCo; with their activation dynamics where it is
+  none, ``integrator`` (``intvelocity``), ``filter`` or ``filterexact`` (``position``'s ``timeconst``), one
+  activation, not ``actearly``, with ``actrange`` where ``actlimited``.
 * joint damping ``dof_damping`` and friction loss ``dof_frictionloss`` per degree of freedom; joint limits (in the
   model) enforced unless the model disables them; the integrator (``Euler`` -> ``"euler"``, ``RK4`` -> ``"rk4"``,
   ``implicit`` and ``implicitfast`` -> ``"implicit"``) and the solver's ``iterations``; the time step ``dt``.
@@ -32,6 +34,7 @@ Everything else the scene leaves out or changes is named in one `UserWarning` (a
 together with what the dynamics model leaves out (`jaxmb.io.mjcf.not_loaded`).
 """
 
+import dataclasses
 import warnings
 from typing import NamedTuple
 
@@ -58,13 +61,15 @@ _THINNEST = 1e-6  # half size given to a flat mesh's bounding box along its flat
 
 
 class Keyframe(NamedTuple):
-    """A MuJoCo keyframe in the scene's coordinates, ready for ``jaxmb.sim.init_state(scene, q, qd)``: ``q`` (nq,)
-    (quaternions normalized), ``qd`` (nv,) (for a closed-loop scene the independent velocities ``yd`` (ny,)),
-    ``ctrl`` (nu,) the controls of the scene's actuators, ``time`` MuJoCo's ``key_time``."""
+    """A MuJoCo keyframe in the scene's coordinates, ready for ``jaxmb.sim.init_state(scene, q, qd, act)``: ``q``
+    (nq,) (quaternions normalized), ``qd`` (nv,) (for a closed-loop scene the independent velocities ``yd`` (ny,)),
+    ``ctrl`` (nu,) the controls of the scene's actuators, ``act`` (na,) the activations of those with activation
+    dynamics, ``time`` MuJoCo's ``key_time``."""
 
     q: np.ndarray
     qd: np.ndarray
     ctrl: np.ndarray
+    act: np.ndarray
     time: float
 
 
@@ -334,8 +339,14 @@ def _actuator(mujoco, mj, names, a, label, off):
     kind = JOINT_TYPES[mj.jnt_type[j]]
     if kind not in ("hinge", "slide"):
         return f"on the {kind} joint {names.joints[j]!r}"
-    if dyn != mujoco.mjtDyn.mjDYN_NONE:
+    dyn_name = {mujoco.mjtDyn.mjDYN_NONE: "none", mujoco.mjtDyn.mjDYN_INTEGRATOR: "integrator",
+                mujoco.mjtDyn.mjDYN_FILTER: "filter", mujoco.mjtDyn.mjDYN_FILTEREXACT: "filterexact"}.get(dyn)
+    if dyn_name is None:
         return f"{_enum_name(mujoco.mjtDyn(dyn))} activation dynamics"
+    if dyn_name != "none" and (mj.actuator_actearly[a] or mj.actuator_actnum[a] != 1):
+        return "activation dynamics that act early or have several activations"
+    if dyn_name in ("filter", "filterexact") and not mj.actuator_dynprm[a, 0] > 0:
+        return "a filter of zero time constant"
     if gaintype != mujoco.mjtGain.mjGAIN_FIXED or biastype not in (mujoco.mjtBias.mjBIAS_NONE,
                                                                   mujoco.mjtBias.mjBIAS_AFFINE):
         return "a gain or bias that is not fixed or affine"
@@ -356,14 +367,19 @@ def _actuator(mujoco, mj, names, a, label, off):
     joint = names.joints[j]
     common = dict(force_limit=force_limit, ctrl_range=ctrl_range, name=label)
     if not bias.any():
-        return motor(joint, gear * gain, **common)
-    if bias[0] == 0 and bias[1] == -gain and bias[2] <= 0:
+        spec = motor(joint, gear * gain, **common)
+    elif bias[0] == 0 and bias[1] == -gain and bias[2] <= 0:
         if mj.qpos0[mj.jnt_qposadr[j]] != 0:
             return f"a position servo on joint {joint!r}, whose reference position is not zero"
-        return position(joint, gain, -bias[2], gear=gear, **common)
-    if bias[0] == 0 and bias[1] == 0 and bias[2] == -gain:
-        return velocity(joint, gain, gear=gear, **common)
-    return f"a general actuator (gain {gain:g}, bias {bias.tolist()}) that is no motor, position or velocity servo"
+        spec = position(joint, gain, -bias[2], gear=gear, **common)
+    elif bias[0] == 0 and bias[1] == 0 and bias[2] == -gain:
+        spec = velocity(joint, gain, gear=gear, **common)
+    else:
+        return f"a general actuator (gain {gain:g}, bias {bias.tolist()}) that is no motor, position or velocity servo"
+    if dyn_name == "none":
+        return spec
+    act_range = tuple(float(x) for x in mj.actuator_actrange[a]) if mj.actuator_actlimited[a] else (-np.inf, np.inf)
+    return dataclasses.replace(spec, dyn=dyn_name, time_constant=float(mj.actuator_dynprm[a, 0]), act_range=act_range)
 
 
 # -- joints -------------------------------------------------------------------------------------------------------
@@ -494,6 +510,7 @@ def _keyframes(mujoco, mj, m, model, actuator_ids):
         if is_closed(model):
             qd = qd[np.asarray(model.y_v_index, int)]
         ctrl = np.asarray(mj.key_ctrl[k], float)[np.asarray(actuator_ids, int)]
+        act = np.array([mj.key_act[k, mj.actuator_actadr[a]] for a in actuator_ids if mj.actuator_dyntype[a]], float)
         name = unique(mj.key(k).name or f"key{k}", taken)
-        out[name] = Keyframe(q, qd, ctrl, float(mj.key_time[k]))
+        out[name] = Keyframe(q, qd, ctrl, act, float(mj.key_time[k]))
     return out

@@ -156,7 +156,11 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     dtype = tree.mass.dtype
     params = ContactParams(**{k: jnp.asarray(v, dtype) for k, v in numbers.items()})
     options = Options(integrator, contact, int(iterations), float(tolerance), joint_friction, limited, friction)
-    return Scene(model, geo, gather_actuators(tree, actuators), joints, params, pair_table, options)
+    acts = gather_actuators(tree, actuators)
+    if acts.na and integrator == "rk4":
+        raise ModelError(f"actuators with activation dynamics {[acts.names[i] for i in acts.stateful]} step with the "
+                         "'euler' or 'implicit' integrator, not 'rk4'")
+    return Scene(model, geo, acts, joints, params, pair_table, options)
 
 
 def _limited_coordinates(model):

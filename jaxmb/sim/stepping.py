@@ -20,14 +20,15 @@ import numpy as np
 from jaxmb.batching import eager_jit, full_precision
 from jaxmb.configuration import neutral_configuration
 from jaxmb.kinematics import forward_kinematics
+from jaxmb.sim.actuators import next_activation, with_activation
 from jaxmb.sim.closed_loops import is_closed, project
 from jaxmb.sim.constraints import contacts, world_forces
 from jaxmb.sim.integrators import euler, rk4
 
 
 NONFINITE_STATE = 1
-"""`State.diverged` bit: the step produced a non-finite ``q``, ``qd`` or solver impulse (a time step past the
-stability limit of the scene's stiffness or damping, or a non-finite state given to the step)."""
+"""`State.diverged` bit: the step produced a non-finite ``q``, ``qd``, activation or solver impulse (a time step
+past the stability limit of the scene's stiffness or damping, or a non-finite state given to the step)."""
 
 NONFINITE_CONTROL = 2
 """`State.diverged` bit: the controls given to the step were not finite (a policy's NaN). They are not applied."""
@@ -61,7 +62,8 @@ class ContactState(NamedTuple):
 
 class State(NamedTuple):
     """One world. ``q`` (nq,), ``qd`` (nv,) (for a closed-loop scene the independent velocities ``yd`` (ny,),
-    `jaxmb.sim.closed_loops`), ``t`` () time, ``impulse`` (rows,) the constraint solver's last
+    `jaxmb.sim.closed_loops`), ``t`` () time, ``act`` (na,) the activations of the actuators with activation
+    dynamics (`jaxmb.sim.actuators`), ``impulse`` (rows,) the constraint solver's last
     impulses (its warm start), ``contact`` the last step's `ContactState`, ``diverged`` () int32: zero while the
     world runs, else the bits of why the step that stopped it did (`NONFINITE_STATE`, `NONFINITE_CONTROL`,
     `LOOPS_OPEN`), and the world is frozen from then on."""
@@ -69,13 +71,15 @@ class State(NamedTuple):
     q: jnp.ndarray
     qd: jnp.ndarray
     t: jnp.ndarray
+    act: jnp.ndarray
     impulse: jnp.ndarray
     contact: ContactState
     diverged: jnp.ndarray
 
 
-def init_state(scene, q=None, qd=None) -> State:
-    """The state at ``q`` (default: the neutral configuration) and ``qd`` (default: zero), time zero, no impulses;
+def init_state(scene, q=None, qd=None, act=None) -> State:
+    """The state at ``q`` (default: the neutral configuration), ``qd`` (default: zero) and activations ``act``
+    (na,) (default: zero, as MuJoCo's), time zero, no impulses;
     the contact slots at ``q`` with zero forces. A closed-loop scene's ``q`` is projected onto its loop
     constraints (from the neutral configuration by default: pass a consistent ``q`` to pick the assembly) and its
     ``qd`` is ``yd`` (ny,)."""
@@ -84,9 +88,11 @@ def init_state(scene, q=None, qd=None) -> State:
     nv = model.ny if is_closed(model) else model.nv
     q = neutral_configuration(tree) if q is None else jnp.asarray(q, dtype)
     qd = jnp.zeros(nv, dtype) if qd is None else jnp.asarray(qd, dtype)
-    if q.shape != (model.nq,) or qd.shape != (nv,):
-        raise ValueError(f"init_state: q must have shape ({model.nq},) and qd ({nv},) for model "
-                         f"{model.name!r}, got {q.shape} and {qd.shape}")
+    na = scene.actuators.na
+    act = jnp.zeros(na, dtype) if act is None else jnp.asarray(act, dtype)
+    if q.shape != (model.nq,) or qd.shape != (nv,) or act.shape != (na,):
+        raise ValueError(f"init_state: q must have shape ({model.nq},), qd ({nv},) and act ({na},) for model "
+                         f"{model.name!r}, got {q.shape}, {qd.shape} and {act.shape}")
     if is_closed(model):
         q, closed = project(model, q, iterations=20)
         if not isinstance(closed, jax.core.Tracer) and not bool(closed):
@@ -99,7 +105,7 @@ def init_state(scene, q=None, qd=None) -> State:
     else:
         contact = ContactState(jnp.zeros(0, dtype), jnp.zeros((0, 3), dtype), jnp.zeros((0, 3, 3), dtype),
                                jnp.zeros((0, 3), dtype))
-    return State(q, qd, jnp.zeros((), dtype), jnp.zeros(scene.rows, dtype), contact, jnp.zeros((), jnp.int32))
+    return State(q, qd, jnp.zeros((), dtype), act, jnp.zeros(scene.rows, dtype), contact, jnp.zeros((), jnp.int32))
 
 
 def _check_ctrl(scene, ctrl, dtype):
@@ -141,11 +147,13 @@ def _step(scene, state: State, ctrl, dt) -> State:
     ctrl = _check_ctrl(scene, ctrl, state.qd.dtype)
     ctrl_finite = jnp.all(jnp.isfinite(ctrl))
     ctrl = jnp.where(ctrl_finite, ctrl, 0.0)  # not applied, and kept out of the discarded step and its derivative
-    out = _advance(scene, state, ctrl, dt)
+    out = _advance(scene, state, with_activation(scene.actuators, ctrl, state.act), dt)
+    act = next_activation(scene.actuators, ctrl, state.act, dt)
     con = out.constraints.contacts
     contact = state.contact if con is None else ContactState(con.dist, con.pos, con.frame, out.constraints.force)
-    new = State(out.q, out.qd, state.t + dt, out.constraints.impulse, contact, state.diverged)
-    finite = jnp.all(jnp.isfinite(new.q)) & jnp.all(jnp.isfinite(new.qd)) & jnp.all(jnp.isfinite(new.impulse))
+    new = State(out.q, out.qd, state.t + dt, act, out.constraints.impulse, contact, state.diverged)
+    finite = (jnp.all(jnp.isfinite(new.q)) & jnp.all(jnp.isfinite(new.qd)) & jnp.all(jnp.isfinite(new.act))
+              & jnp.all(jnp.isfinite(new.impulse)))
     why = (jnp.where(finite, 0, NONFINITE_STATE) | jnp.where(ctrl_finite, 0, NONFINITE_CONTROL)
            | jnp.where(out.closed, 0, LOOPS_OPEN))
     diverged = jnp.where(state.diverged != 0, state.diverged, why).astype(jnp.int32)
