@@ -3,8 +3,10 @@
 ``euler``     semi-implicit (symplectic) Euler: ``qd+ = qd + dt qdd(q, qd)``, then ``q+ = q (+) dt qd+`` on each
               joint's manifold (`jaxmb.integrate`). Constraint impulses are solved for ``qd+``.
 ``implicit``  the same, with joint damping and the servos' velocity (and, through ``q+ = q + dt qd+``, position)
-              gains taken implicitly: ``(M + dt D) (qd+ - qd) = dt f(q, qd)`` with ``D`` their diagonal damping,
-              as MuJoCo's ``implicitfast``. ``M + dt D`` is the mass matrix with ``dt D`` added to the armature, so
+              gains taken implicitly: ``(M + dt D) (qd+ - qd) = dt f(q, qd)`` with ``D`` their diagonal damping.
+              MuJoCo's ``implicitfast`` takes the velocity gains so; the position gains are this step's own, and
+              where position servos act the two steps differ by ``dt^2 kp`` terms (a servo's stiffness enters
+              ``D`` as ``dt kp``). ``M + dt D`` is the mass matrix with ``dt D`` added to the armature, so
               the articulated-body sweep inverts it as it inverts any armature: no matrix is formed. Compliant
               contact forces are implicit too, through their contact-space derivatives
               (`jaxmb.sim.constraints.implicit_compliant_forces`): stiff contact at a large step.
