@@ -374,7 +374,7 @@ def test_contact_free_rk4_steps_match_mujoco_to_1e8():
 
 
 LAGGED = """<mujoco model="lagged">
-  <option timestep="0.002" integrator="Euler"/>
+  <option timestep="0.002" integrator="{integrator}"/>
   <worldbody>
     <body name="a">
       <joint name="ja" type="hinge" axis="0 1 0"/>
@@ -397,11 +397,13 @@ LAGGED = """<mujoco model="lagged">
 </mujoco>"""
 
 
-def test_activation_dynamics_follow_mujocos_steps():
+@pytest.mark.parametrize("integrator", ["Euler", "implicitfast"])
+def test_activation_dynamics_follow_mujocos_steps(integrator):
     """An integrated-velocity servo (its target clipped to its activation range within the run), a position servo
     with a time constant (the exact first-order lag) and a filtered motor (the Euler lag), from a keyframe with
-    activations: 400 steps of the scene read from the file equal MuJoCo's in ``qpos`` and ``act`` to 1e-12."""
-    s, caught = quietly(LAGGED)
+    activations: 400 steps of the scene read from the file equal MuJoCo's in ``qpos`` and ``act`` to 1e-12, with
+    the semi-implicit and the implicit-in-velocity step (the servos' kv = 1 and 0.5 taken implicitly)."""
+    s, caught = quietly(LAGGED.format(integrator=integrator))
     assert not caught and s.scene.actuators.dyn == ("integrator", "filterexact", "filter")
     key, steps = s.keyframes["k"], 400
     np.testing.assert_array_equal(key.act, [0.05, -0.1, 0.2])
@@ -441,7 +443,7 @@ def test_dropped_bodies_rest_at_mujocos_height():
     surface (heights 0.05, 0.04, 0.03 to 1e-6), and their poses equal MuJoCo's to 1e-5, MuJoCo's stiff soft
     contact's sinking (module docstring)."""
     s, _ = quietly(DROPS)
-    assert s.scene.options.integrator == "implicit" and s.scene.options.iterations == s.mj.opt.iterations
+    assert s.scene.options.integrator == "implicitfast" and s.scene.options.iterations == s.mj.opt.iterations
     steps = 500
     final = fast_jit(lambda state: sim.rollout(s.scene, state, s.dt, steps=steps)[0])(
         sim.init_state(s.scene, s.mujoco_map.qpos_to_q(s.mj.qpos0)))

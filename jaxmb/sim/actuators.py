@@ -213,12 +213,14 @@ def actuator_forces(act: Actuators, q, qd, ctrl):
     return jnp.zeros(nv, qd.dtype).at[v].add(f)
 
 
-def actuator_damping(act: Actuators, nv, dt):
+def actuator_damping(act: Actuators, nv, dt, position_gains=True):
     """``-d f / d qd_j - dt d f / d q_j`` per coordinate (nv,) of the unsaturated actuators: the damping that an
-    implicit-in-velocity step treats implicitly (a position servo's stiffness acts through ``q + dt qd``)."""
+    implicit-in-velocity step treats implicitly (a position servo's stiffness acts through ``q + dt qd``); without
+    ``position_gains`` only ``-d f / d qd_j``, as MuJoCo's ``implicitfast``."""
     if not act.nu:
         return jnp.zeros(nv, act.gain.dtype)
-    return jnp.zeros(nv, act.gain.dtype).at[np.asarray(act.v_index)].add(-act.bias_qd - dt * act.bias_q)
+    d = -act.bias_qd - dt * act.bias_q if position_gains else -act.bias_qd
+    return jnp.zeros(nv, act.gain.dtype).at[np.asarray(act.v_index)].add(d)
 
 
 @pytree_dataclass

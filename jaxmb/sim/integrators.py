@@ -3,13 +3,14 @@
 ``euler``     semi-implicit (symplectic) Euler: ``qd+ = qd + dt qdd(q, qd)``, then ``q+ = q (+) dt qd+`` on each
               joint's manifold (`jaxmb.integrate`). Constraint impulses are solved for ``qd+``.
 ``implicit``  the same, with joint damping and the servos' velocity (and, through ``q+ = q + dt qd+``, position)
-              gains taken implicitly: ``(M + dt D) (qd+ - qd) = dt f(q, qd)`` with ``D`` their diagonal damping.
-              MuJoCo's ``implicitfast`` takes the velocity gains so; the position gains are this step's own, and
-              where position servos act the two steps differ by ``dt^2 kp`` terms (a servo's stiffness enters
-              ``D`` as ``dt kp``). ``M + dt D`` is the mass matrix with ``dt D`` added to the armature, so
+              gains taken implicitly: ``(M + dt D) (qd+ - qd) = dt f(q, qd)`` with ``D`` their diagonal damping (a
+              position servo's stiffness ``kp`` enters ``D`` as ``dt kp``). ``M + dt D`` is the mass matrix with
+              ``dt D`` added to the armature, so
               the articulated-body sweep inverts it as it inverts any armature: no matrix is formed. Compliant
               contact forces are implicit too, through their contact-space derivatives
               (`jaxmb.sim.constraints.implicit_compliant_forces`): stiff contact at a large step.
+``implicitfast``  ``implicit`` with the velocity gains alone in ``D``, as MuJoCo's ``implicitfast``: the same steps
+              as MuJoCo's where ``implicit`` differs from them by ``dt^2 kp`` terms of the position servos.
 ``rk4``       the classical fourth-order Runge-Kutta method on ``(q, qd)`` in the coordinates of ``q``
               (quaternion rates by `jaxmb.configuration_rate`), quaternions normalized once at the end: fourth order
               on every joint, free bodies included. Constraint forces (contacts of the constraint model, limits,
@@ -164,11 +165,12 @@ def _constrained_accelerations(scene, model, q, qd, tau, ab, cf):
     return ab.qdd + solve_factored(model, joint_poses(model, q), hinge_map(model), ab.G, ab.D, cf.tau)[0]
 
 
-def euler(scene, q, qd, ctrl, dt, warm, implicit=False) -> Advance:
-    """Semi-implicit Euler, or with ``implicit`` the implicit-in-velocity step (module docstring)."""
+def euler(scene, q, qd, ctrl, dt, warm, implicit=False, position_gains=True) -> Advance:
+    """Semi-implicit Euler, or with ``implicit`` the implicit-in-velocity step, with the position servos'
+    stiffness in it where ``position_gains`` (``implicit``) or not (``implicitfast``) (module docstring)."""
     model = scene.model
     if implicit:
-        D = scene.joints.damping + actuator_damping(scene.actuators, scene.tree.nv, dt)
+        D = scene.joints.damping + actuator_damping(scene.actuators, scene.tree.nv, dt, position_gains)
         model = with_armature(model, dt * D)
     tau, T, ab, cf = _solved(scene, model, q, qd, ctrl, dt, warm)
     qdd = _constrained_accelerations(scene, model, q, qd, tau, ab, cf)

@@ -20,7 +20,8 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   activation, not ``actearly``, with ``actrange`` where ``actlimited``.
 * joint damping ``dof_damping`` and friction loss ``dof_frictionloss`` per degree of freedom; joint limits (in the
   model) enforced unless the model disables them; the integrator (``Euler`` -> ``"euler"``, ``RK4`` -> ``"rk4"``,
-  ``implicit`` and ``implicitfast`` -> ``"implicit"``) and the solver's ``iterations``; the time step ``dt``.
+  ``implicit`` and ``implicitfast`` -> ``"implicitfast"``, which leaves out ``implicit``'s Coriolis derivatives) and
+  the solver's ``iterations``; the time step ``dt``.
 * keyframes in jaxmb's coordinates (`Keyframe`).
 * equality constraints that close a loop of one-degree-of-freedom joints, as constraints of a
   `jaxmb.loops.LoopModel`: ``connect`` -> `jaxmb.loops.loop_closure` of kind ``"ball"`` (``"planar"`` where the
@@ -54,7 +55,7 @@ GEOM_TYPES = {0: "plane", 1: "hfield", 2: "sphere", 3: "capsule", 4: "ellipsoid"
               7: "mesh", 8: "sdf"}
 """MuJoCo's ``mjtGeom`` values and their names."""
 
-INTEGRATORS = {0: "euler", 1: "rk4", 2: "implicit", 3: "implicit"}
+INTEGRATORS = {0: "euler", 1: "rk4", 2: "implicitfast", 3: "implicitfast"}
 """The jaxmb integrator of each MuJoCo ``mjtIntegrator`` (Euler, RK4, implicit, implicitfast)."""
 
 _THINNEST = 1e-6  # half size given to a flat mesh's bounding box along its flat direction
@@ -136,9 +137,9 @@ def load_mjcf_scene(source, *, assets=None, **make_scene_options) -> MjcfScene:
                              [mj.equality(e).name or f"equality{e}" for e in range(mj.neq)]))
     integrator = INTEGRATORS.get(int(mj.opt.integrator))
     if integrator is None:
-        integrator = "implicit"
+        integrator = "implicitfast"
         left.append(f"the {_enum_name(mujoco.mjtIntegrator(int(mj.opt.integrator)))} integrator (the scene steps "
-                    "with \"implicit\")")
+                    "with \"implicitfast\")")
 
     options = dict(pairs_include=pairs if geoms else None, actuators=specs, damping=damping,
                    frictionloss=frictionloss, limits=not off["limit"], integrator=integrator,

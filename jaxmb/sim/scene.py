@@ -20,7 +20,7 @@ from jaxmb.sim.actuators import actuators as gather_actuators
 from jaxmb.sim.closed_loops import spanning_tree
 from jaxmb.sim.geometry import Geometry, Pairs, geometry, pairs
 
-INTEGRATORS = ("euler", "implicit", "rk4")
+INTEGRATORS = ("euler", "implicit", "implicitfast", "rk4")
 CONTACT_MODELS = ("constraint", "compliant")
 JOINT_FRICTION = ("constraint", "smooth")
 

@@ -122,7 +122,8 @@ def _advance(scene, state, ctrl, dt):
     integrator = scene.options.integrator
     if integrator == "rk4":
         return rk4(scene, state.q, state.qd, ctrl, dt, state.impulse)
-    return euler(scene, state.q, state.qd, ctrl, dt, state.impulse, implicit=integrator == "implicit")
+    return euler(scene, state.q, state.qd, ctrl, dt, state.impulse, implicit=integrator != "euler",
+                 position_gains=integrator == "implicit")
 
 
 def step(scene, state: State, ctrl, dt) -> State:
