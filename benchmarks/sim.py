@@ -17,8 +17,8 @@ force limit) on every actuated joint and the URDF's joint limits enforced on bot
   joints, diagonal legs in phase (FL with RR, FR with RL, the pairs half a period apart).
 * ``talos`` (full run only): example-robot-data's ``talos_reduced`` (free base, 32 joints), a box (0.2 x 0.13 x
   0.02 m) under each sole frame and a sphere (r 0.05 m) on each wrist (``arm_*_7_link``), each against the floor,
-  servos on every joint holding the half-sitting pose of talos.srdf; the implicit-in-velocity step (jaxmb
-  ``integrator="implicit"``, MuJoCo ``implicitfast``): the wrist servos are too stiff for the explicit one. The
+  servos on every joint holding the half-sitting pose of talos.srdf; the implicit-in-velocity step (MuJoCo's
+  ``implicitfast`` on both sides): the wrist servos are too stiff for the explicit one. The
   hands stay in the air: their slots are computed and solved every step but carry no force (no side skips an
   inactive slot's work).
 
@@ -162,7 +162,7 @@ def scenario(name):
                  for side in ("left", "right")]
         geoms += [sphere(f"arm_{side}_7_link", 0.05, name=f"{side}_hand") for side in ("left", "right")]
         return dict(text=text, floating=True, geoms=geoms, joints=joints, kp=300.0, kv=10.0, force_limit=None,
-                    pose=pose, start=pose, base=np.array([0, 0, 1.02, 1, 0, 0, 0.0]), integrator="implicit",
+                    pose=pose, start=pose, base=np.array([0, 0, 1.02, 1, 0, 0, 0.0]), integrator="implicitfast",
                     ctrls=lambda steps: np.tile(pose, (steps, 1)))
     raise ValueError(f"unknown scenario {name!r}")
 
@@ -218,7 +218,7 @@ def mujoco_model(sc, scene, dtype=np.float32):
     m.opt.timestep = DT
     m.opt.gravity[:] = (0.0, 0.0, -9.81)
     m.opt.integrator = {"euler": mujoco.mjtIntegrator.mjINT_EULER,
-                        "implicit": mujoco.mjtIntegrator.mjINT_IMPLICITFAST}[sc["integrator"]]
+                        "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST}[sc["integrator"]]
     m.opt.iterations = ITERATIONS
     if sc["geoms"]:  # (MJX 4.0.0's elliptic-cone code fails on a model without contacts)
         m.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
