@@ -351,6 +351,22 @@ SERVOS = """<mujoco model="servos">
 </mujoco>"""
 
 
+def from_keyframe(s, name, steps, fields=("qpos", "qvel")):
+    """MuJoCo's ``mj_step`` and the scene's rollout, ``steps`` of each from keyframe ``name`` under its controls:
+    ``(recorded, states)``, ``recorded`` {field: (steps, ...)} of MuJoCo's data after each step, ``states`` the
+    scene's."""
+    key = s.keyframes[name]
+    data = mujoco.MjData(s.mj)
+    mujoco.mj_resetDataKeyframe(s.mj, data, list(s.keyframes).index(name))
+    recorded = {f: [] for f in fields}
+    for _ in range(steps):
+        mujoco.mj_step(s.mj, data)
+        for f in fields:
+            recorded[f].append(getattr(data, f).copy())
+    run = fast_jit(lambda state: sim.rollout(s.scene, state, s.dt, ctrls=jnp.tile(key.ctrl, (steps, 1)))[1])
+    return {f: np.asarray(x) for f, x in recorded.items()}, run(sim.init_state(s.scene, key.q, key.qd, key.act))
+
+
 def test_contact_free_rk4_steps_match_mujoco_to_1e8():
     """A slide and three hinges (two on one body, one with a reference position) under a geared motor with a
     control range (its control beyond it), a geared position servo with a force range, a velocity servo of negative
@@ -358,19 +374,11 @@ def test_contact_free_rk4_steps_match_mujoco_to_1e8():
     of the scene read from the file equal MuJoCo's to 1e-8 in ``qpos`` and ``qvel``."""
     s, caught = quietly(SERVOS)
     assert not caught and s.scene.options.integrator == "rk4" and s.scene.pairs is None
-    key, steps = s.keyframes["moving"], 200
-    data = mujoco.MjData(s.mj)
-    mujoco.mj_resetDataKeyframe(s.mj, data, 0)
-    qpos, qvel = [], []
-    for _ in range(steps):
-        mujoco.mj_step(s.mj, data)
-        qpos.append(data.qpos.copy()), qvel.append(data.qvel.copy())
-    run = fast_jit(lambda state: sim.rollout(s.scene, state, s.dt, ctrls=jnp.tile(key.ctrl, (steps, 1)))[1])
-    states = run(sim.init_state(s.scene, key.q, key.qd))
+    mj, states = from_keyframe(s, "moving", 200)
     q = np.asarray(states.q)
-    assert np.abs(np.asarray(qpos) - s.mujoco_map.q_to_qpos(key.q)).max() > 0.5  # the chain moves
-    assert_close(s.mujoco_map.q_to_qpos(q), np.asarray(qpos), 1e-8)
-    assert_close(s.mujoco_map.qd_to_qvel(q, np.asarray(states.qd)), np.asarray(qvel), 1e-8)
+    assert np.abs(mj["qpos"] - s.mujoco_map.q_to_qpos(s.keyframes["moving"].q)).max() > 0.5  # the chain moves
+    assert_close(s.mujoco_map.q_to_qpos(q), mj["qpos"], 1e-8)
+    assert_close(s.mujoco_map.qd_to_qvel(q, np.asarray(states.qd)), mj["qvel"], 1e-8)
 
 
 LAGGED = """<mujoco model="lagged">
@@ -405,19 +413,11 @@ def test_activation_dynamics_follow_mujocos_steps(integrator):
     the semi-implicit and the implicit-in-velocity step (the servos' kv = 1 and 0.5 taken implicitly)."""
     s, caught = quietly(LAGGED.format(integrator=integrator))
     assert not caught and s.scene.actuators.dyn == ("integrator", "filterexact", "filter")
-    key, steps = s.keyframes["k"], 400
-    np.testing.assert_array_equal(key.act, [0.05, -0.1, 0.2])
-    data = mujoco.MjData(s.mj)
-    mujoco.mj_resetDataKeyframe(s.mj, data, 0)
-    qpos, act = [], []
-    for _ in range(steps):
-        mujoco.mj_step(s.mj, data)
-        qpos.append(data.qpos.copy()), act.append(data.act.copy())
-    run = fast_jit(lambda state: sim.rollout(s.scene, state, s.dt, ctrls=jnp.tile(key.ctrl, (steps, 1)))[1])
-    states = run(sim.init_state(s.scene, key.q, key.qd, key.act))
-    assert np.max(np.asarray(act)[:, 0]) == 0.5  # the integrated target reaches its range
-    assert_close(np.asarray(states.act), np.asarray(act), 1e-12)
-    assert_close(s.mujoco_map.q_to_qpos(np.asarray(states.q)), np.asarray(qpos), 1e-12)
+    np.testing.assert_array_equal(s.keyframes["k"].act, [0.05, -0.1, 0.2])
+    mj, states = from_keyframe(s, "k", 400, ("qpos", "act"))
+    assert np.max(mj["act"][:, 0]) == 0.5  # the integrated target reaches its range
+    assert_close(np.asarray(states.act), mj["act"], 1e-12)
+    assert_close(s.mujoco_map.q_to_qpos(np.asarray(states.q)), mj["qpos"], 1e-12)
 
 
 # -- with contact -------------------------------------------------------------------------------------------------
