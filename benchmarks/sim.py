@@ -1,7 +1,7 @@
 """The simulator (`jaxmb.sim`) against MJX `step` and MuJoCo C (`mujoco.rollout`) on the same models, in the same run.
 
-    python benchmarks/sim.py --quick     # panda, quadruped standing and trotting; batches 1 and 32
-    python benchmarks/sim.py             # and the humanoid; batches 1, 16, 256, 1024
+    python benchmarks/sim.py --quick     # panda, quadruped standing and trotting, the humanoid; batches 1 and 32
+    python benchmarks/sim.py             # the same at batches 1, 16, 256, 1024
     python benchmarks/sim.py --tiny      # the panda at batch 2 and the box's solver study, no reverse mode (tests)
     python benchmarks/sim.py --gpu       # on a GPU: the quadruped and the panda at batches 8192 and 65536
 
@@ -15,7 +15,7 @@ force limit) on every actuated joint and the URDF's joint limits enforced on bot
   (hip flexion 0.7, knee -1.4, base 0.35 m up: the feet start 2.4 cm above the floor and land).
 * ``quadruped_trot``: the same with targets ``pose + 0.3 sin(2 pi 2 t + phi)`` on the hip flexion and knee
   joints, diagonal legs in phase (FL with RR, FR with RL, the pairs half a period apart).
-* ``talos`` (full run only): example-robot-data's ``talos_reduced`` (free base, 32 joints), a box (0.2 x 0.13 x
+* ``talos``: example-robot-data's ``talos_reduced`` (free base, 32 joints), a box (0.2 x 0.13 x
   0.02 m) under each sole frame and a sphere (r 0.05 m) on each wrist (``arm_*_7_link``), each against the floor,
   servos on every joint holding the half-sitting pose of talos.srdf; the implicit-in-velocity step (MuJoCo's
   ``implicitfast`` on both sides): the wrist servos are too stiff for the explicit one. The
@@ -567,7 +567,7 @@ def plot(rows, path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     size = ap.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="no humanoid; batches 1 and 32")
+    size.add_argument("--quick", action="store_true", help="batches 1 and 32, reverse mode on a batch of 4")
     size.add_argument("--tiny", action="store_true",
                       help="the panda, batch 2, 5 steps, and the sliding box's solver study; no reverse mode")
     size.add_argument("--gpu", action="store_true", help="batches 8192 and 65536; no memory or solver study")
@@ -593,7 +593,7 @@ def main():
                         grad_batch=1024, grad_steps=100, memory_steps=1000, gradient=["quadruped_stand"],
                         memory=None, solver=None, solver_scenarios=(), c_max_batch=8192)
     elif args.quick:
-        defaults = dict(scenarios=["panda", "quadruped_stand", "quadruped_trot"], batches=[1, 32], steps=100,
+        defaults = dict(scenarios=["panda", "quadruped_stand", "quadruped_trot", "talos"], batches=[1, 32], steps=100,
                         grad_batch=4, grad_steps=100, memory_steps=1000, gradient=["quadruped_stand"],
                         memory="quadruped_stand", solver=solver, solver_scenarios=("quadruped_stand", "sliding_box"))
     else:
