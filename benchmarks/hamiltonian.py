@@ -114,7 +114,7 @@ def energy_rows(rk4_steps, samples):
                                 ("generalized_leapfrog", generalized_leapfrog, ITERATIONS + 1)):
         h = dt * evals / 4
         steps = int(round(rk4_steps * dt / h))
-        e, wall = run(lambda y, h=h, method=method: tuple(method(model, *y, tau, h, iterations=ITERATIONS)),
+        e, wall = run(lambda y, h=h, method=method: method(model, *y, tau, h, iterations=ITERATIONS)[:2],
                       lambda y: hamiltonian(model, *y), (q, p), steps, samples)
         out[name] = dict(dt=h, steps=steps, evaluations_per_step=evals, wall_s=wall, error=np.abs(e - E0).tolist())
     T = rk4_steps * dt
@@ -149,8 +149,8 @@ def drift_rows(steps, samples):
     out = {}
     for name, step, y in (("rk4_velocities", lambda y: rk4(lagrange, y, dt), (q, yd)),
                           ("rk4_momenta", lambda y: rk4(hamilton, y, dt), (q, p)),
-                          ("implicit_midpoint", lambda y: tuple(implicit_midpoint(lm, *y, tau, dt)), (q, p)),
-                          ("generalized_leapfrog", lambda y: tuple(generalized_leapfrog(lm, *y, tau, dt)), (q, p))):
+                          ("implicit_midpoint", lambda y: implicit_midpoint(lm, *y, tau, dt)[:2], (q, p)),
+                          ("generalized_leapfrog", lambda y: generalized_leapfrog(lm, *y, tau, dt)[:2], (q, p))):
         e, wall = run(step, phi, y, steps, samples)
         out[name] = dict(max_phi=float(np.max(e)), final_phi=float(e[-1]), wall_s=wall, phi=e.tolist())
         print(f"four-bar leg {name:21s} over {steps * dt:.1f} s: max |phi| {out[name]['max_phi']:.2e}, wall "

@@ -40,10 +40,10 @@ def tumbling_body():
 
 
 STEPPERS = {
-    "implicit_midpoint": lambda model, q, p, tau, dt: tuple(implicit_midpoint(model, q, p, tau, dt,
-                                                                                 iterations=ITERATIONS)),
-    "generalized_leapfrog": lambda model, q, p, tau, dt: tuple(generalized_leapfrog(model, q, p, tau, dt,
-                                                                                       iterations=ITERATIONS)),
+    "implicit_midpoint": lambda model, q, p, tau, dt: implicit_midpoint(model, q, p, tau, dt,
+                                                                           iterations=ITERATIONS)[:2],
+    "generalized_leapfrog": lambda model, q, p, tau, dt: generalized_leapfrog(model, q, p, tau, dt,
+                                                                                 iterations=ITERATIONS)[:2],
 }
 
 
@@ -70,8 +70,8 @@ def energy_errors(iterations, model, q, qd, p, dt):
     system. Compiled with XLA's defaults: the run, not the compilation, is the cost here."""
     tau = jnp.zeros(model.nv)
     steps = (lambda q, qd: rk4_velocity_step(model, q, qd, tau, dt),
-             lambda q, p: tuple(implicit_midpoint(model, q, p, tau, dt, iterations=iterations)),
-             lambda q, p: tuple(generalized_leapfrog(model, q, p, tau, dt, iterations=iterations)))
+             lambda q, p: implicit_midpoint(model, q, p, tau, dt, iterations=iterations)[:2],
+             lambda q, p: generalized_leapfrog(model, q, p, tau, dt, iterations=iterations)[:2])
     energies = (lambda q, qd: kinetic_energy(model, q, qd) + potential_energy(model, q),
                 lambda q, p: hamiltonian(model, q, p), lambda q, p: hamiltonian(model, q, p))
     y0 = ((q, qd), (q, p), (q, p))
@@ -158,9 +158,30 @@ def test_steps_are_differentiable_through_the_fixed_point_sweeps():
     derivative of each sweep is the same), of both steps at once: one program for each mode."""
     model = double_pendulum()[0]
     q, p, tau = jnp.array([0.3, -0.2]), jnp.array([0.4, 0.1]), jnp.array([0.2, -0.1])
-    check_grads(lambda q, p, tau, dt: tuple(tuple(method(model, q, p, tau, dt, iterations=2))
+    check_grads(lambda q, p, tau, dt: tuple(method(model, q, p, tau, dt, iterations=2)[:2]
                                             for method in (implicit_midpoint, generalized_leapfrog)),
                 (q, p, tau, 0.01), atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("method", [implicit_midpoint, generalized_leapfrog])
+def test_the_residual_bounds_the_fixed_point_error_and_names_a_step_too_long(method):
+    """On the double pendulum at 10 ms the residual of ``k`` sweeps falls geometrically with ``k`` and bounds the
+    relative distance of the step's momenta to the converged step's (60 sweeps, residual at round-off); at 0.5 s
+    the sweeps do not contract and the residual stays of order one however many there are."""
+    model = double_pendulum()[0]
+    q, tau = jnp.array([1.0, 0.5]), jnp.zeros(2)
+    p = momenta(model, q, jnp.array([1.0, -2.0]))
+    converged = method(model, q, p, tau, 0.01, iterations=60)
+    assert converged.residual < 1e-14
+    residuals = []
+    for k in (2, 4, 6, 8):
+        step = method(model, q, p, tau, 0.01, iterations=k)
+        error = jnp.max(jnp.abs(step.p - converged.p)) / jnp.max(jnp.abs(converged.p))
+        assert error < step.residual, (k, error, step.residual)
+        residuals.append(float(step.residual))
+    assert np.all(np.diff(np.log10(residuals)) < -1.0), residuals
+    for k in (6, 60):
+        assert method(model, q, p, tau, 0.5, iterations=k).residual > 0.1
 
 
 def test_iterations_must_be_a_positive_count():

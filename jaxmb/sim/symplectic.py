@@ -28,6 +28,12 @@ side once whatever the count (a closed-loop system's right side is a large progr
 ``dt``; the residual after ``k`` is of the order of ``(dt L)^k`` for a Lipschitz constant ``L`` of the right side.
 ``implicit_midpoint`` evaluates the right side ``iterations`` times; ``generalized_leapfrog`` ``iterations + 1``
 times and the velocities alone ``iterations + 1`` times.
+
+A step too long for its sweeps does not converge, and its result is not the method's step: each step reports the
+``residual`` of its last sweep, the relative change it made to the unknowns. For a contraction of rate ``dt L < 1``
+the unknowns' relative error is below ``residual dt L / (1 - dt L)``: a residual above the accuracy the caller needs
+asks for more ``iterations``, and one that does not fall as they grow (the sweeps diverge, ``dt L >= 1``) for a
+shorter ``dt``.
 """
 
 from typing import NamedTuple
@@ -44,11 +50,23 @@ from jaxmb.loops.position import integrate as loop_integrate
 
 
 class PhasePoint(NamedTuple):
-    """A point of phase space: the configuration ``q`` (nq,) and the momenta ``p`` (nv,; ny, of a closed-loop
-    system)."""
+    """The point of phase space a step reaches: the configuration ``q`` (nq,) and the momenta ``p`` (nv,; ny, of a
+    closed-loop system), and the step's fixed-point ``residual`` () (module docstring), a diagnostic that carries
+    no derivative."""
 
     q: jnp.ndarray
     p: jnp.ndarray
+    residual: jnp.ndarray
+
+
+def _change(new, old):
+    """The relative change ``|new - old|_inf / |new|_inf`` of one fixed-point sweep's unknowns (zero where both
+    vanish, infinite where the sweeps have left the finite numbers), without a derivative."""
+    new, old = jax.lax.stop_gradient(new), jax.lax.stop_gradient(old)
+    scale = jnp.max(jnp.abs(new))
+    change = jnp.max(jnp.abs(new - old))
+    ratio = change / jnp.where(scale > 0, scale, 1.0)
+    return jnp.where(change == 0, 0.0, jnp.where(jnp.isnan(ratio), jnp.inf, ratio))
 
 
 def _system(model):
@@ -81,33 +99,41 @@ def implicit_midpoint(model, q, p, tau, dt, f_ext=None, iterations=6) -> PhasePo
     rates, _, move = _system(model)
 
     def sweep(_, unknowns):
-        w, p_next = unknowns
+        w, p_next, _ = unknowns
         # w = qd(q_m, p_m), p+ = p + dt pd(q_m, p_m) at q_m = q (+) dt/2 w, p_m = (p + p+) / 2
-        w, pd = rates(move(q, w, 0.5 * dt), 0.5 * (p + p_next), tau, f_ext)
-        return w, p + dt * pd
+        w_new, pd = rates(move(q, w, 0.5 * dt), 0.5 * (p + p_next), tau, f_ext)
+        p_new = p + dt * pd
+        return w_new, p_new, jnp.maximum(_change(w_new, w), _change(p_new, p_next))
 
-    w, p_next = jax.lax.fori_loop(0, iterations, sweep, (jnp.zeros_like(p), p))  # qd and p have one size
-    return PhasePoint(q=move(q, w, dt), p=p_next)
+    start = (jnp.zeros_like(p), p, jnp.zeros((), p.dtype))  # qd and p have one size
+    w, p_next, residual = jax.lax.fori_loop(0, iterations, sweep, start)
+    return PhasePoint(q=move(q, w, dt), p=p_next, residual=residual)
 
 
 @eager_jit(static_argnames=("iterations",))
 def generalized_leapfrog(model, q, p, tau, dt, f_ext=None, iterations=6) -> PhasePoint:
     """One step of the generalized leapfrog (Stormer-Verlet) on ``(q, p)`` (module docstring): the half-step
     momenta ``p_h`` by ``iterations`` fixed-point sweeps from ``p``, the end configuration ``q+`` by
-    ``iterations`` sweeps from ``q (+) dt qd(q, p_h)``, then the explicit last half step.
+    ``iterations`` sweeps on its mean velocity ``w`` from ``qd(q, p_h)``, then the explicit last half step; the
+    ``residual`` is the larger of the two solves'.
 
     Args: as `implicit_midpoint`."""
     _check_iterations(iterations)
     rates, velocities, move = _system(model)
 
-    def half_step(_, p_half):  # p_h = p + dt/2 pd(q, p_h)
-        return p + 0.5 * dt * rates(q, p_half, tau, f_ext)[1]
+    def half_step(_, unknowns):  # p_h = p + dt/2 pd(q, p_h)
+        p_half, _ = unknowns
+        p_new = p + 0.5 * dt * rates(q, p_half, tau, f_ext)[1]
+        return p_new, _change(p_new, p_half)
 
-    p_half = jax.lax.fori_loop(0, iterations, half_step, p)
+    p_half, residual_p = jax.lax.fori_loop(0, iterations, half_step, (p, jnp.zeros((), p.dtype)))
     v0 = velocities(q, p_half)
 
-    def drift(_, q_next):  # q+ = q (+) dt/2 (qd(q, p_h) + qd(q+, p_h))
-        return move(q, 0.5 * (v0 + velocities(q_next, p_half)), dt)
+    def drift(_, unknowns):  # q+ = q (+) dt w, w = 1/2 (qd(q, p_h) + qd(q+, p_h))
+        q_next, w, _ = unknowns
+        w_new = 0.5 * (v0 + velocities(q_next, p_half))
+        return move(q, w_new, dt), w_new, _change(w_new, w)
 
-    q_next = jax.lax.fori_loop(0, iterations, drift, move(q, v0, dt))
-    return PhasePoint(q=q_next, p=p_half + 0.5 * dt * rates(q_next, p_half, tau, f_ext)[1])
+    q_next, _, residual_q = jax.lax.fori_loop(0, iterations, drift, (move(q, v0, dt), v0, jnp.zeros((), p.dtype)))
+    return PhasePoint(q=q_next, p=p_half + 0.5 * dt * rates(q_next, p_half, tau, f_ext)[1],
+                      residual=jnp.maximum(residual_p, residual_q))
