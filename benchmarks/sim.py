@@ -6,7 +6,9 @@
     python benchmarks/sim.py --gpu       # on a GPU: the quadruped and the panda at batches 8192 and 65536
 
 Scenarios, each a floating or fixed base under gravity with MuJoCo-style ``position`` servos (``kp``, ``kv``, a
-force limit) on every actuated joint and the URDF's joint limits enforced on both sides:
+force limit) on every actuated joint and the URDF's joint limits enforced on both sides. MuJoCo's solver takes the
+limits it finds active; jaxmb's takes a fixed number of limit rows a step, those nearest to crossing
+(``make_scene(limit_rows=...)``): two on the Panda, four on the quadruped, eight on the humanoid.
 
 * ``panda``: example-robot-data's Panda (fixed base, 9 joints, the fingers' ``<mimic>`` dropped on both sides), no
   geometry; from a pose 0.3 rad off its targets (the ready pose).
@@ -121,7 +123,7 @@ def scenario(name):
         joints, pose = _joint_targets(model, ready)
         start = pose + np.where(np.char.startswith(np.array(joints), "panda_finger"), 0.0, 0.3)
         return dict(text=text, floating=False, geoms=[], joints=joints, kp=100.0, kv=5.0, force_limit=87.0,
-                    pose=pose, start=start, base=None, integrator="euler",
+                    limit_rows=2, pose=pose, start=start, base=None, integrator="euler",
                     ctrls=lambda steps: np.tile(pose, (steps, 1)))
     if name.startswith("quadruped"):
         path = jaxmb.assets.path("quadruped.urdf")
@@ -143,7 +145,8 @@ def scenario(name):
             return out
 
         return dict(text=text, floating=True, geoms=geoms, joints=joints, kp=60.0, kv=2.0, force_limit=25.0,
-                    pose=pose, start=pose, base=np.array([0, 0, 0.35, 1, 0, 0, 0.0]), integrator="euler", ctrls=ctrls)
+                    limit_rows=4, pose=pose, start=pose, base=np.array([0, 0, 0.35, 1, 0, 0, 0.0]), integrator="euler",
+                    ctrls=ctrls)
     if name == "talos":
         path = robot_path("talos_full_v2").replace("talos_full_v2.urdf", "talos_reduced.urdf")
         text = _urdf_text(path)
@@ -162,8 +165,8 @@ def scenario(name):
                  for side in ("left", "right")]
         geoms += [sphere(f"arm_{side}_7_link", 0.05, name=f"{side}_hand") for side in ("left", "right")]
         return dict(text=text, floating=True, geoms=geoms, joints=joints, kp=300.0, kv=10.0, force_limit=None,
-                    pose=pose, start=pose, base=np.array([0, 0, 1.02, 1, 0, 0, 0.0]), integrator="implicitfast",
-                    ctrls=lambda steps: np.tile(pose, (steps, 1)))
+                    limit_rows=8, pose=pose, start=pose, base=np.array([0, 0, 1.02, 1, 0, 0, 0.0]),
+                    integrator="implicitfast", ctrls=lambda steps: np.tile(pose, (steps, 1)))
     raise ValueError(f"unknown scenario {name!r}")
 
 
@@ -175,6 +178,7 @@ def jaxmb_scene(sc, dtype, iterations=ITERATIONS, integrator=None, **options):
         model = jaxmb.load_urdf_string(sc["text"], floating_base=sc["floating"]).cast(dtype)
     geoms = [plane(name="floor")] + sc["geoms"] if sc["geoms"] else []
     acts = [position(j, kp=sc["kp"], kv=sc["kv"], force_limit=sc["force_limit"]) for j in sc["joints"]]
+    options = {"limit_rows": sc["limit_rows"], **options}
     scene = make_scene(model, geoms, actuators=acts, pairs_include=[("floor", g.name) for g in sc["geoms"]] or None,
                        integrator=integrator or sc["integrator"], iterations=iterations, **options)
     q0 = np.array(jaxmb.neutral_configuration(model), float)
@@ -407,6 +411,29 @@ def sharded_rows(names, batches, steps):
 # -- reverse mode -------------------------------------------------------------------------------------------------
 
 
+def limit_rows_study(names, batch, steps):
+    """Rows of jaxmb's steps/s at ``batch`` with every limit row and with the scenario's ``limit_rows``, timed in
+    alternating rounds (`common.alternating_best_times`) so that both see the same machine: what the cap saves."""
+    rows = []
+    for name in names:
+        sc = scenario(name)
+        calls = []
+        for cap in (None, sc["limit_rows"]):
+            scene, q0 = jaxmb_scene(sc, jnp.float32, limit_rows=cap)
+            states = jax.vmap(lambda q: init_state(scene, q))(initial_configurations(scene, sc, q0, batch))
+            f, ctrls = jaxmb_rollout(scene), jnp.asarray(sc["ctrls"](steps), jnp.float32)
+            jax.block_until_ready(f(states, ctrls))
+            calls.append((f, (states, ctrls)))
+        every, capped = (batch * steps / t for t in alternating_best_times(*calls))
+        row = dict(scenario=name, batch=batch, steps=steps, limited=len(scene.options.limited),
+                   limit_rows=sc["limit_rows"], every_row_steps_per_s=every, capped_steps_per_s=capped,
+                   speedup=capped / every)
+        print(f"  {name}, batch {batch}: {row['limited']} limit rows {every:.4g} steps/s, the {row['limit_rows']} "
+              f"nearest {capped:.4g} steps/s: x{row['speedup']:.2f}", flush=True)
+        rows.append(row)
+    return rows
+
+
 def _loss(scene, steps, checkpoint):
     def loss(states, ctrls):
         def one(s, u):
@@ -595,12 +622,13 @@ def main():
     elif args.quick:
         defaults = dict(scenarios=["panda", "quadruped_stand", "quadruped_trot", "talos"], batches=[1, 32], steps=100,
                         grad_batch=4, grad_steps=100, memory_steps=1000, gradient=["quadruped_stand"],
-                        memory="quadruped_stand", solver=solver, solver_scenarios=("quadruped_stand", "sliding_box"))
+                        memory="quadruped_stand", solver=solver, solver_scenarios=("quadruped_stand", "sliding_box"),
+                        limit_rows=["quadruped_stand", "talos"])
     else:
         defaults = dict(scenarios=["panda", "quadruped_stand", "quadruped_trot", "talos"], batches=[1, 16, 256, 1024],
                         steps=100, grad_batch=16, grad_steps=100, memory_steps=1000,
                         gradient=["panda", "quadruped_stand"], memory="quadruped_stand", solver=solver,
-                        solver_scenarios=("quadruped_stand", "sliding_box"))
+                        solver_scenarios=("quadruped_stand", "sliding_box"), limit_rows=["quadruped_stand", "talos"])
     for key in ("scenarios", "batches", "steps", "grad_batch", "grad_steps", "memory_steps"):
         if getattr(args, key) is None:
             setattr(args, key, defaults[key])
@@ -632,6 +660,10 @@ def main():
     if "mujoco_c" in peers and jax.default_backend() == "cpu" and os.cpu_count() > 1 and not args.tiny:
         print(f"== steps/s over {os.cpu_count()} CPU devices, one per core (float32)")
         payload["sharded"] = sharded_rows(args.scenarios, args.batches, args.steps)
+        checkpoint()
+    if not args.tiny and "limit_rows" in defaults:
+        print("== limit rows: every limited coordinate's, or the scenario's nearest few (float32)")
+        payload["limit_rows"] = limit_rows_study(defaults["limit_rows"], max(args.batches), args.steps)
         checkpoint()
     print(f"== gradient through a {args.grad_steps}-step rollout, over the rollout")
     payload["gradient"] = [gradient_cost(n, args.grad_batch, args.grad_steps, dtype) for n in defaults["gradient"]]

@@ -9,9 +9,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from checks import check_grads
+
 import jaxmb
 from jaxmb import joints
 from jaxmb.errors import ModelError
+from jaxmb.loops import mechanisms
 from jaxmb.sim import (NONFINITE_STATE, failures, init_state, intvelocity, make_scene, motor, position, rollout, step,
                        velocity)
 from jaxmb.sim.actuators import actuator_forces, with_activation
@@ -184,6 +187,64 @@ def test_joint_limit_holds_the_pendulum_against_gravity():
     assert abs(float(final.q[0]) - 0.3) < 1e-6
     torque = float(final.impulse[0]) / dt
     assert abs(torque - G * 0.5 * np.sin(0.3)) < 1e-6
+
+
+def limited_chain():
+    """Five links swinging in two planes, each joint between limits that the motion below reaches, up to three at
+    once."""
+    b = jaxmb.ModelBuilder("limited_chain")
+    parent = None
+    for i, limits in enumerate([(-0.2, 0.2), (-1.5, 1.5), (-0.1, 0.4), (-2.0, 2.0), (-0.3, 0.3)]):
+        b.add_body(f"l{i}", parent, joints.revolute((0, 1, 0) if i % 2 == 0 else (1, 0, 0), *limits),
+                   placement=(np.eye(3), (0, 0, -0.4 if parent else 0.0)), mass=1.0, com=(0.05, 0.02, -0.2),
+                   inertia=np.diag([0.02, 0.02, 0.005]))
+        parent = f"l{i}"
+    return b.build(), jnp.array([0.1, 0.5, 0.2, -0.5, 0.1]), jnp.array([2.0, -1.0, 3.0, 1.0, -2.0])
+
+
+def test_capped_limit_rows_step_as_every_row_while_no_more_limits_engage():
+    """With ``limit_rows=3`` the chain, whose motion engages up to three limits at once, takes the steps of the
+    uncapped scene (both solves converged: the order of the rows is not the same); with fewer rows than engaged
+    limits, only that many carry an impulse in any step, the others are left for later steps, and the motion
+    differs."""
+    model, q0, qd0 = limited_chain()
+    runs = {}
+    for cap in (None, 3, 2):
+        scene = make_scene(model, limit_rows=cap, integrator="euler", iterations=1000)
+        _, runs[cap] = rollout(scene, init_state(scene, q0, qd0), 1e-3, steps=2000)
+    engaged = np.sum(np.asarray(runs[None].impulse) > 0, axis=1)
+    assert engaged.max() == 3
+    np.testing.assert_allclose(runs[3].q, runs[None].q, rtol=0, atol=1e-9)
+    largest = float(jnp.max(runs[None].impulse))  # the solves stop at a change of 1e-10 of the largest impulse
+    assert float(jnp.max(jnp.abs(runs[3].impulse - runs[None].impulse))) < 1e-8 * largest
+    assert np.max(np.sum(np.asarray(runs[2].impulse) > 0, axis=1)) == 2
+    assert float(jnp.max(jnp.abs(runs[2].q - runs[None].q))) > 1e-2
+
+
+def test_capped_limit_rows_differentiate_by_the_factored_solve():
+    """Forward and reverse mode through 20 capped steps of the chain with two limits engaged in each (away from
+    their switching), against central differences: the chosen rows' compliance columns come from the factored
+    solve, and the solve's derivative is the implicit one."""
+    model, q0, qd0 = limited_chain()
+    scene = make_scene(model, limit_rows=2, integrator="euler", iterations=200)
+    state = rollout(scene, init_state(scene, q0, qd0), 1e-3, steps=95)[0]
+    engaged = np.sum(np.asarray(rollout(scene, state, 1e-3, steps=20)[1].impulse) > 0, axis=1)
+    assert np.all(engaged == 2)
+
+    def final(q, qd):
+        return rollout(scene, state._replace(q=q, qd=qd), 1e-3, steps=20)[0].q
+
+    check_grads(final, (state.q, state.qd), atol=1e-6, rtol=1e-5, eps=1e-6)
+
+
+def test_limit_rows_must_be_a_positive_count_on_a_tree():
+    model = limited_chain()[0]
+    assert make_scene(model, limit_rows=9).options.limit_rows is None  # more than there are limits: all of them
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ModelError, match="limit_rows must be a positive integer"):
+            make_scene(model, limit_rows=bad)
+    with pytest.raises(ModelError, match="closed-loop scene of 'four_bar_leg'"):
+        make_scene(mechanisms.four_bar_leg(), limit_rows=1)
 
 
 @pytest.mark.parametrize("joint_friction", ["constraint", "smooth"])

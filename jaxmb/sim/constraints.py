@@ -23,6 +23,15 @@ recompute where the bodies are, go back as body-frame external forces ``[(x - p_
 Targets. A contact at distance ``dist`` asks for ``v_n+ >= -dist / dt`` while apart (it may close the gap in this
 step and no more: no impact velocity, no bounce) and ``v_n+ >= -dist / timeconst`` in penetration (the
 penetration decays at the rate ``1/timeconst``); a limit row the same with the distance to the nearer limit.
+
+Limit rows. A scene's limits are one row per limited coordinate, each toward its nearer limit, and most of them
+are far from it: their rows carry no impulse, yet each costs a compliance column and a place in every sweep. A
+scene built with ``limit_rows = k`` (`jaxmb.sim.make_scene`) solves ``k`` of them a step, those of the coordinates
+nearest to crossing (`nearest_limits`: the smallest margins ``e* v_free - v_star`` at the step's free velocities),
+as MuJoCo solves the limits it finds active. Which rows those are is decided in the step, so their compliance
+columns ``M^-1 e`` come from the factored solve (7.18), one up and one down sweep each, and their couplings from
+the other rows' Jacobian: ``A_ck = J_c M^-1 e``. The step is the uncapped one wherever at most ``k`` limits
+engage; beyond that the least urgent wait for a later step.
 """
 
 import functools
@@ -32,7 +41,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb.dynamics.articulated import solve_factored
 from jaxmb.dynamics.compliance import unit_forces, walk_columns
+from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.kinematics import jacobian_rows
 from jaxmb.sim.closed_loops import is_closed, loop_space
 from jaxmb.sim.collision import Contacts, collide
@@ -207,43 +218,73 @@ class JointRows(NamedTuple):
     sign: jnp.ndarray
 
 
-def joint_rows(scene, q, dt) -> JointRows:
-    """Limit rows (toward the nearer limit, pushing away from it) and Coulomb friction rows of the scene."""
-    model, opt = scene.tree, scene.options
+def limit_rows(scene, q, dt) -> JointRows:
+    """The limit row of every limited coordinate: toward its nearer limit, pushing away from it."""
+    model, limited = scene.tree, scene.options.limited
     dtype = q.dtype
-    E, v_star, lo, hi, coordinate, signs = [], [], [], [], [], []
-    if opt.limited:
-        qi, vi = (np.asarray(x) for x in zip(*opt.limited))
-        lower, upper, qj = model.q_lower[qi], model.q_upper[qi], q[qi]
-        to_lower, to_upper = qj - lower, upper - qj
-        at_lower = to_lower <= to_upper
-        sign = jnp.where(at_lower, 1.0, -1.0).astype(dtype)
-        dist = jnp.where(at_lower, to_lower, to_upper)
-        dist = jnp.where(jnp.isfinite(dist), dist, 1e6)
-        E.append(sign[:, None] * jnp.asarray(np.eye(model.nv)[vi], dtype))
-        coordinate.append(vi)
-        signs.append(sign)
-        v_star.append(_target(dist, dt, scene.contact.timeconst))
-        lo.append(jnp.zeros(len(vi), dtype))
-        hi.append(jnp.full(len(vi), jnp.inf, dtype))
-    if opt.friction:
-        fi = np.asarray(opt.friction)
-        E.append(jnp.asarray(np.eye(model.nv)[fi], dtype))
-        coordinate.append(fi)
-        signs.append(jnp.ones(len(fi), dtype))
-        v_star.append(jnp.zeros(len(fi), dtype))
-        bound = scene.joints.frictionloss[fi] * dt
-        lo.append(-bound)
-        hi.append(bound)
-    if not E:
+    if not limited:
         return _no_joint_rows(model.nv, dtype)
-    return JointRows(*(jnp.concatenate(x) for x in (E, v_star, lo, hi)), np.concatenate(coordinate),
-                     jnp.concatenate(signs))
+    qi, vi = (np.asarray(x) for x in zip(*limited))
+    lower, upper, qj = model.q_lower[qi], model.q_upper[qi], q[qi]
+    to_lower, to_upper = qj - lower, upper - qj
+    at_lower = to_lower <= to_upper
+    sign = jnp.where(at_lower, 1.0, -1.0).astype(dtype)
+    dist = jnp.where(at_lower, to_lower, to_upper)
+    dist = jnp.where(jnp.isfinite(dist), dist, 1e6)
+    return JointRows(sign[:, None] * jnp.asarray(np.eye(model.nv)[vi], dtype),
+                     _target(dist, dt, scene.contact.timeconst), jnp.zeros(len(vi), dtype),
+                     jnp.full(len(vi), jnp.inf, dtype), vi, sign)
+
+
+def friction_rows(scene, dt, dtype) -> JointRows:
+    """The Coulomb friction row of every coordinate with one: its impulse within ``+-frictionloss dt``."""
+    model, fi = scene.tree, np.asarray(scene.options.friction, int)
+    bound = scene.joints.frictionloss[fi].astype(dtype) * dt
+    return JointRows(jnp.asarray(np.eye(model.nv)[fi], dtype), jnp.zeros(len(fi), dtype), -bound, bound, fi,
+                     jnp.ones(len(fi), dtype))
+
+
+def joint_rows(scene, q, dt) -> JointRows:
+    """Limit rows (`limit_rows`) then Coulomb friction rows (`friction_rows`) of the scene."""
+    return _concat(limit_rows(scene, q, dt), friction_rows(scene, dt, q.dtype))
+
+
+def _concat(*rows) -> JointRows:
+    return JointRows(*(jnp.concatenate(x) for x in zip(*(r[:4] for r in rows))),
+                     np.concatenate([r.coordinate for r in rows]), jnp.concatenate([r.sign for r in rows]))
 
 
 def _no_joint_rows(nv, dtype) -> JointRows:
     z = jnp.zeros((0,), dtype)
     return JointRows(jnp.zeros((0, nv), dtype), z, z, z, np.zeros(0, int), z)
+
+
+def nearest_limits(rows: JointRows, qd_free, k):
+    """The indices (k,) of the ``k`` limit ``rows`` nearest to crossing: the smallest margins ``e* qd_free -
+    v_star`` (``qd_free`` (nv,) the velocities the step reaches without constraint forces), which are negative where
+    the row would be violated without its impulse. A limit still ``dist`` away has the margin ``(dist + dt e*
+    qd_free) / dt``: the free step's distance to it at the step's end."""
+    margin = rows.E @ qd_free - rows.v_star
+    return jax.lax.top_k(-jax.lax.stop_gradient(margin), k)[1]
+
+
+def _chosen(limits: JointRows, S) -> JointRows:
+    """The limit rows that the one-hot rows ``S`` (k, limits) pick (products, not a gather under ``vmap``); their
+    coordinates, chosen in the step, are not static (-1)."""
+    k = S.shape[0]
+    return JointRows(S @ limits.E, S @ limits.v_star, jnp.zeros(k, S.dtype), jnp.full(k, jnp.inf, S.dtype),
+                     np.full(k, -1), S @ limits.sign)
+
+
+def with_rows_by_solve(model, q, ab, J, A, E):
+    """``(J, A)`` with the rows ``E`` (k, nv) appended, whose columns ``M^-1 E*`` come from the factored solve
+    (7.18) with the step's ``G, D``, and whose couplings to the rows ``J`` are ``J M^-1 E*``."""
+    X, H = joint_poses(model, q), hinge_map(model)
+    MinvE = jax.vmap(lambda e: solve_factored(model, X, H, ab.G, ab.D, e)[0])(E)  # (k, nv): rows E M^-1
+    A_jk = J @ MinvE.T
+    A_kk = E @ MinvE.T
+    A = jnp.block([[A, A_jk], [A_jk.T, 0.5 * (A_kk + A_kk.T)]])
+    return jnp.concatenate([J, E]), A
 
 
 def _target(dist, dt, timeconst):
@@ -254,9 +295,10 @@ def _target(dist, dt, timeconst):
 class ConstraintForces(NamedTuple):
     """What the constraints of one step apply: ``tau`` (nv,) the generalized force ``J* p / dt`` of the solver's rows
     (contacts, limits, joint friction), ``f_ext`` (nb, 6) the compliant contact forces (body coordinates),
-    ``impulse`` (rows,) the solver's impulses (the next warm start), ``force`` (nc, 3) contact forces
-    in the contact frames (zeros without contact), ``contacts`` the contact slots (None without geometry),
-    ``problem`` the solver's `jaxmb.sim.solver.Problem` (None without solver rows), to check its solution by."""
+    ``impulse`` (rows,) the solver's impulses in the scene's rows (`jaxmb.sim.Scene.rows`: zero on the limit rows
+    a capped step left out), the next warm start, ``force`` (nc, 3) contact forces in the contact frames (zeros
+    without contact), ``contacts`` the contact slots (None without geometry), ``problem`` the solver's
+    `jaxmb.sim.solver.Problem` (None without solver rows) and ``solution`` its impulses, to check them by."""
 
     tau: jnp.ndarray
     f_ext: jnp.ndarray
@@ -264,6 +306,7 @@ class ConstraintForces(NamedTuple):
     force: jnp.ndarray
     contacts: Contacts | None
     problem: Problem | None = None
+    solution: jnp.ndarray | None = None
 
 
 def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintForces:
@@ -281,25 +324,43 @@ def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintFo
     if nc and scene.options.contact == "compliant":
         force = compliant_forces(scene, T, ab.V, con)
         f_ext = body_forces(scene, T, con, jnp.einsum("cji,cj->ci", con.frame, force))
-    rows = joint_rows(scene, q, dt)
+    limits, frictions = limit_rows(scene, q, dt), friction_rows(scene, dt, dtype)
     solve_contacts = nc and scene.options.contact == "constraint"
-    k = rows.E.shape[0]
-    if not solve_contacts and not k:
+    if not solve_contacts and not limits.E.shape[0] + frictions.E.shape[0]:
         return ConstraintForces(tau_c, f_ext, warm, force, con)
-    J, A = row_space(scene, model, q, T, con if solve_contacts else None, ab, rows)
+    c = 3 * nc if solve_contacts else 0
+    qd_free = qd + dt * ab.qdd
+    cap = scene.options.limit_rows
+    if cap is None:
+        rows = _concat(limits, frictions)
+        J, A = row_space(scene, model, q, T, con if solve_contacts else None, ab, rows)
+        p0 = warm
+    else:  # the solver's rows: contacts, friction, then the chosen limits (module docstring)
+        n_limits, n_friction = limits.E.shape[0], frictions.E.shape[0]
+        S = jax.nn.one_hot(nearest_limits(limits, qd_free, cap), n_limits, dtype=dtype)
+        chosen = _chosen(limits, S)
+        rows = _concat(frictions, chosen)
+        if solve_contacts or n_friction:
+            J, A = row_space(scene, model, q, T, con if solve_contacts else None, ab, frictions)
+        else:
+            J, A = jnp.zeros((0, qd.shape[0]), dtype), jnp.zeros((0, 0), dtype)
+        J, A = with_rows_by_solve(model, q, ab, J, A, chosen.E)
+        p0 = jnp.concatenate([warm[:c], warm[c + n_limits:], S @ warm[c:c + n_limits]])
     v_star, mu = [rows.v_star], jnp.zeros((0,), dtype)
     if solve_contacts:
         v_star.insert(0, jnp.stack([_target(con.dist, dt, scene.contact.timeconst), jnp.zeros(nc, dtype),
                                     jnp.zeros(nc, dtype)], -1).reshape(-1))
         mu = friction(scene)
-    v_free = J @ (qd + dt * ab.qdd)
     A = A + jnp.diag(scene.contact.regularization * _softened(jnp.diag(A), nc if solve_contacts else 0)
                      + jnp.finfo(dtype).tiny ** 0.5)
-    prob = Problem(A, v_free - jnp.concatenate(v_star), mu, rows.lo, rows.hi)
-    p = solve(prob, warm, scene.options.iterations, scene.options.tolerance)
+    prob = Problem(A, J @ qd_free - jnp.concatenate(v_star), mu, rows.lo, rows.hi)
+    p = solve(prob, p0, scene.options.iterations, scene.options.tolerance)
+    impulse = p
+    if cap is not None:
+        impulse = jnp.concatenate([p[:c], S.T @ p[c + n_friction:], p[c:c + n_friction]])
     if solve_contacts:
         force = p[: 3 * nc].reshape(nc, 3) / dt
-    return ConstraintForces(J.T @ p / dt, f_ext, p, force, con, prob)
+    return ConstraintForces(J.T @ p / dt, f_ext, impulse, force, con, prob, p)
 
 
 def _softened(diagonal, nc):

@@ -17,7 +17,7 @@ from jaxmb.errors import ModelError
 from jaxmb.model import pytree_dataclass
 from jaxmb.sim.actuators import Actuators, JointTerms, joint_terms
 from jaxmb.sim.actuators import actuators as gather_actuators
-from jaxmb.sim.closed_loops import spanning_tree
+from jaxmb.sim.closed_loops import is_closed, spanning_tree
 from jaxmb.sim.geometry import Geometry, Pairs, geometry, pairs
 
 INTEGRATORS = ("euler", "implicit", "implicitfast", "rk4")
@@ -57,7 +57,8 @@ class Options:
     ``iterations`` of the constraint solver (the most sweeps per step) and its stopping ``tolerance``
     (`jaxmb.sim.solver.solve`), ``joint_friction`` (`JOINT_FRICTION`), ``limited`` (the velocity
     coordinates with position limits, as ``(q index, v index)`` pairs), ``friction`` (the velocity coordinates
-    with Coulomb friction rows)."""
+    with Coulomb friction rows), ``limit_rows`` (the most limit rows a step solves, None: one per limited
+    coordinate; `jaxmb.sim.constraints`)."""
 
     integrator: str = "implicit"
     contact: str = "constraint"
@@ -66,6 +67,7 @@ class Options:
     joint_friction: str = "constraint"
     limited: tuple = ()
     friction: tuple = ()
+    limit_rows: int | None = None
 
 
 @pytree_dataclass
@@ -99,8 +101,9 @@ class Scene:
 
     @property
     def rows(self) -> int:
-        """Rows of the constraint solver: three per contact slot (constraint model), one per limited coordinate,
-        one per coordinate with Coulomb friction (constraint option)."""
+        """Rows of the constraint impulses a `jaxmb.sim.State` keeps: three per contact slot (constraint model), one
+        per limited coordinate, one per coordinate with Coulomb friction (constraint option). With ``limit_rows``
+        the solver takes that many of the limit rows a step."""
         contact = 3 * self.nc if self.options.contact == "constraint" else 0
         return contact + len(self.options.limited) + len(self.options.friction)
 
@@ -110,8 +113,8 @@ class Scene:
 
 def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude_parent_child=True, actuators=(),
                damping=None, frictionloss=None, joint_friction="constraint", limits=True, contact="constraint",
-               integrator="implicit", iterations=30, tolerance=1e-10, stiffness=2e5, dissipation=2.0, slip_velocity=1e-3,
-               timeconst=0.02, regularization=1e-6):
+               integrator="implicit", iterations=30, tolerance=1e-10, limit_rows=None, stiffness=2e5, dissipation=2.0,
+               slip_velocity=1e-3, timeconst=0.02, regularization=1e-6):
     """Build and check a `Scene` (module docstring) of ``model``, a `jaxmb.Model` or a closed-loop
     `jaxmb.loops.LoopModel`, whose geometry, actuators, damping and limits sit on its spanning tree
     (`jaxmb.sim.closed_loops`).
@@ -120,7 +123,9 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     exclude_parent_child: which of them collide (`jaxmb.sim.geometry.pairs`; by default every pair that can).
     actuators: `jaxmb.sim.motor`, `position`, `velocity` specs. damping, frictionloss: per coordinate (a scalar,
     nv values, or a dict by joint name); joint_friction: Coulomb friction as solver rows (``"constraint"``) or
-    ``"smooth"``. limits: enforce the model's position limits of one-coordinate joints as unilateral constraints.
+    ``"smooth"``. limits: enforce the model's position limits of one-coordinate joints as unilateral constraints;
+    limit_rows: solve at most this many of them a step, those of the coordinates nearest to crossing their limits
+    (`jaxmb.sim.constraints.nearest_limits`; None: all of them, every step).
     contact: `CONTACT_MODELS`; integrator: `INTEGRATORS`; iterations: the most solver sweeps per step; tolerance: the solver stops earlier once a sweep changes no
     impulse by more than this fraction of the largest (floored at the working precision's round-off); the rest:
     `ContactParams`.
@@ -150,12 +155,21 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
         pair_table = None
     joints = joint_terms(tree, damping, frictionloss)
     limited = _limited_coordinates(tree) if limits else ()
+    if limit_rows is not None:
+        if isinstance(limit_rows, bool) or int(limit_rows) != limit_rows or limit_rows < 1:
+            raise ModelError(f"limit_rows must be a positive integer (or None: a row for every limited coordinate), "
+                             f"got {limit_rows!r}; limits=False enforces no limit")
+        if is_closed(model):
+            raise ModelError(f"limit_rows: the closed-loop scene of {model.name!r} solves a row for every limited "
+                             "coordinate; leave limit_rows at None")
+        limit_rows = None if limit_rows >= len(limited) else int(limit_rows)
     friction = ()
     if joint_friction == "constraint" and frictionloss is not None:
         friction = tuple(int(j) for j in np.flatnonzero(np.asarray(joints.frictionloss) > 0))
     dtype = tree.mass.dtype
     params = ContactParams(**{k: jnp.asarray(v, dtype) for k, v in numbers.items()})
-    options = Options(integrator, contact, int(iterations), float(tolerance), joint_friction, limited, friction)
+    options = Options(integrator, contact, int(iterations), float(tolerance), joint_friction, limited, friction,
+                      limit_rows)
     acts = gather_actuators(tree, actuators)
     if acts.na and integrator == "rk4":
         raise ModelError(f"actuators with activation dynamics {[acts.names[i] for i in acts.stateful]} step with the "
