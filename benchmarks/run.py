@@ -381,11 +381,16 @@ def _summary_rows(suite):
                          f"{_rate(r['jaxmb_states_per_s'])} states/s", f"{_fmt(r[f'ratio_jaxmb_vs_{key}'], 'x')} {peer}"))
     r = _largest(results("sim"), scenario="quadruped_trot")
     if r and "ratio_jaxmb_vs_mjx" in r:
-        against = f"{_fmt(r['ratio_jaxmb_vs_mjx'], 'x')} MJX `step`"
+        jaxmb, against = f"{_rate(r['jaxmb_steps_per_s'])} steps/s", f"{_fmt(r['ratio_jaxmb_vs_mjx'], 'x')} MJX `step`"
         if "ratio_jaxmb_vs_mujoco_c" in r:
             against += f"; {_fmt(r['ratio_jaxmb_vs_mujoco_c'], 'x')} MuJoCo C on {r['mujoco_c_threads']} threads"
-        rows.append((f"Simulator steps, quadruped trotting on four contacts, {r['dtype']}, batch {r['batch']}",
-                     f"{_rate(r['jaxmb_steps_per_s'])} steps/s", against))
+        split = _largest(((suite["scripts"].get("sim") or {}).get("results") or {}).get("sharded") or [],
+                         scenario="quadruped_trot")
+        if split:
+            jaxmb += f"; {_rate(split['jaxmb_steps_per_s'])} split over {split['devices']} CPU devices"
+            against += f"; {_fmt(split['ratio_jaxmb_vs_mujoco_c'], 'x')} split"
+        rows.append((f"Simulator steps, quadruped trotting on four contacts, {r['dtype']}, batch {r['batch']}", jaxmb,
+                     against))
     fused = [r for r in results("fused") if r["dtype"] == "float32" and r["floating_base"]]
     if fused:
         r = max(fused, key=lambda r: r["fused_states_per_s"])
