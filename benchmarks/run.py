@@ -387,8 +387,9 @@ def _summary_rows(suite):
         split = _largest(((suite["scripts"].get("sim") or {}).get("results") or {}).get("sharded") or [],
                          scenario="quadruped_trot")
         if split:
-            jaxmb += f"; {_rate(split['jaxmb_steps_per_s'])} split over {split['devices']} CPU devices"
-            against += f"; {_fmt(split['ratio_jaxmb_vs_mujoco_c'], 'x')} split"
+            at = f" at batch {split['batch']}" if split["batch"] != r["batch"] else ""
+            jaxmb += f"; {_rate(split['jaxmb_steps_per_s'])} split over {split['devices']} CPU devices{at}"
+            against += f"; {_fmt(split['ratio_jaxmb_vs_mujoco_c'], 'x')} split{at}"
         rows.append((f"Simulator steps, quadruped trotting on four contacts, {r['dtype']}, batch {r['batch']}", jaxmb,
                      against))
     fused = [r for r in results("fused") if r["dtype"] == "float32" and r["floating_base"]]

@@ -1,6 +1,7 @@
 """The simulator (`jaxmb.sim`) against MJX `step` and MuJoCo C (`mujoco.rollout`) on the same models, in the same run.
 
     python benchmarks/sim.py --quick     # panda, quadruped standing and trotting, the humanoid; batches 1 and 32
+                                         # (32 and 256 over one CPU device per core)
     python benchmarks/sim.py             # the same at batches 1, 16, 256, 1024
     python benchmarks/sim.py --tiny      # the panda at batch 2 and the box's solver study, no reverse mode (tests)
     python benchmarks/sim.py --gpu       # on a GPU: the quadruped and the panda at batches 8192 and 65536
@@ -48,7 +49,9 @@ Measured:
 * sharded (CPU, several cores): the same rollouts with the batch split over one CPU device per core
   (`jaxmb.use_cpu_cores`, ``jaxmb.jit(jaxmb.sharded_vmap(rollout))``, the states placed by `jaxmb.split_batch`), so
   that jaxmb uses every core as ``mujoco.rollout``'s threads do, against MuJoCo C in the same run, at the batches
-  that divide evenly. Measured in a child process: MJX's CPU programs stall in a process with several CPU devices.
+  that divide evenly (``--quick``: 32, and 256, a reinforcement-learning batch, where each XLA operation of the
+  solver's sweeps covers more worlds). Measured in a child process: MJX's CPU programs stall in a process with
+  several CPU devices.
 * gradient: ``jax.grad`` of ``sum(q_final^2) + sum(qd_final^2)`` with respect to the (batch, steps, nu) controls
   through a ``--grad-steps`` (100) step rollout, at batch ``--grad-batch``, over the forward rollout's time (MJX's
   solver loop is a ``while_loop``, which JAX cannot differentiate in reverse: no peer).
@@ -623,7 +626,7 @@ def main():
         defaults = dict(scenarios=["panda", "quadruped_stand", "quadruped_trot", "talos"], batches=[1, 32], steps=100,
                         grad_batch=4, grad_steps=100, memory_steps=1000, gradient=["quadruped_stand"],
                         memory="quadruped_stand", solver=solver, solver_scenarios=("quadruped_stand", "sliding_box"),
-                        limit_rows=["quadruped_stand", "talos"])
+                        limit_rows=["quadruped_stand", "talos"], sharded_batches=[32, 256])
     else:
         defaults = dict(scenarios=["panda", "quadruped_stand", "quadruped_trot", "talos"], batches=[1, 16, 256, 1024],
                         steps=100, grad_batch=16, grad_steps=100, memory_steps=1000,
@@ -659,7 +662,7 @@ def main():
         checkpoint()
     if "mujoco_c" in peers and jax.default_backend() == "cpu" and os.cpu_count() > 1 and not args.tiny:
         print(f"== steps/s over {os.cpu_count()} CPU devices, one per core (float32)")
-        payload["sharded"] = sharded_rows(args.scenarios, args.batches, args.steps)
+        payload["sharded"] = sharded_rows(args.scenarios, defaults.get("sharded_batches", args.batches), args.steps)
         checkpoint()
     if not args.tiny and "limit_rows" in defaults:
         print("== limit rows: every limited coordinate's, or the scenario's nearest few (float32)")

@@ -203,15 +203,18 @@ def test_solver_rows_compliance_is_J_Minv_Jt_of_the_dense_mass_matrix(quadruped)
     """The compliance of the solver's rows from their walks up the tree (contact sides as task frames, joint rows
     as unit generalized forces entering at their joints) equals ``J M^-1 J*``: the quadruped's four feet and
     twelve limit rows, signed toward the nearer limit; a random floating tree of every joint kind with spheres on
-    its bodies and a Coulomb friction row on every coordinate, multi-dof joints' included."""
+    its bodies and a Coulomb friction row on every coordinate, multi-dof joints' included; the same tree with pairs
+    of its spheres colliding with each other too, whose contacts have two moving sides."""
     model, scenes, q0, _ = quadruped
     q = q0.at[7:].add(jnp.asarray(np.random.default_rng(0).uniform(-0.3, 0.3, model.nv - 6)))
     tree = random_model(3, n_bodies=7, floating_base=True)
     spheres = [sphere(f"b{i}", 0.1, name=f"s{i}") for i in range(1, 7)]
     random_scene = make_scene(tree, [plane(name="floor")] + spheres, frictionloss=0.5,
                               pairs_include=[("floor", g.name) for g in spheres])
+    between = make_scene(tree, [plane(name="floor")] + spheres, frictionloss=0.5,
+                         pairs_include=[("floor", g.name) for g in spheres] + [("s1", "s4"), ("s2", "s6")])
     q_tree = jaxmb.random_configuration(tree, jax.random.PRNGKey(1))
-    for scene, at in ((scenes["constraint"], q), (random_scene, q_tree)):
+    for scene, at in ((scenes["constraint"], q), (random_scene, q_tree), (between, q_tree)):
         A, dense = fast_jit(_row_space_and_dense)(scene, at)
         assert A.shape == (scene.rows, scene.rows)
         assert float(jnp.max(jnp.abs(A - dense))) < 1e-12 * float(jnp.max(jnp.abs(dense)))

@@ -118,7 +118,16 @@ def contact_jacobian(scene, T, con):
     world, _ = _side_frames(T, con, sd)
     J_rows = jacobian_rows(tree, T, world, np.asarray(sd.body))  # (m, nv, 6)
     J_f = jnp.einsum("mrj,mvj->mrv", _side_rows(sd, T.p.dtype), J_rows).reshape(-1, tree.nv)
-    return jnp.asarray(sd.S, J_f.dtype) @ J_f
+    return _sum_sides(sd, J_f)
+
+
+def _sum_sides(sd: Sides, x):
+    """``S x``: the rows (3 m, ...) of the sides summed into the rows (3 nc, ...) of their contacts. Where every
+    contact has one side, in slot order (a floor under each slot's moving geom), ``S`` is the identity and no
+    product is formed."""
+    if sd.S.shape[0] == sd.S.shape[1] and np.array_equal(sd.S, np.eye(sd.S.shape[0])):
+        return x
+    return jnp.tensordot(jnp.asarray(sd.S, x.dtype), x, 1)
 
 
 def contact_space(scene, model, q, T, con, ab):
@@ -403,10 +412,9 @@ def row_space(scene, model, q, T, con, ab, rows):
     walked = walk_columns(model, q, jnp.concatenate(d), Transform(jnp.concatenate(R), jnp.concatenate(p)), body, ab)
     Y, nu, J = [], [], []
     if con is not None:
-        S = jnp.asarray(sd.S, T.p.dtype)
         m = 3 * len(sd.body)
-        Y.append(walked.Y[:, :m] @ S.T)
-        nu.append(walked.nu[:, :m] @ S.T)
+        Y.append(_sum_sides(sd, walked.Y[:, :m].T).T)
+        nu.append(_sum_sides(sd, walked.nu[:, :m].T).T)
         J.append(contact_jacobian(scene, T, con))
     if own is not None:
         k = E.shape[0]
