@@ -54,12 +54,14 @@ from jaxmb.spatial import Transform, cross3, mv
 
 class Sides(NamedTuple):
     """The static sides of the contact slots: ``body`` (m,) the moving body of each side, ``contact`` (m,) its
-    contact slot, ``sign`` (m,) +1 for geom b, -1 for geom a; ``S`` (3 nc, 3 m) the sum of sides."""
+    contact slot, ``sign`` (m,) +1 for geom b, -1 for geom a; ``S`` (3 nc, 3 m) the sum of sides, and ``one_each``
+    whether it is the identity: every contact has one side, in slot order (a floor under each slot's moving geom)."""
 
     body: tuple
     contact: np.ndarray
     sign: np.ndarray
     S: np.ndarray
+    one_each: bool
 
 
 @functools.cache
@@ -76,7 +78,7 @@ def sides(geom_body: tuple, pairs) -> Sides:
     S = np.zeros((3 * pairs.nc, 3 * m))
     for f, i in enumerate(contact):
         S[3 * i:3 * i + 3, 3 * f:3 * f + 3] = np.eye(3)
-    return Sides(tuple(body), np.asarray(contact, int), np.asarray(sign), S)
+    return Sides(tuple(body), np.asarray(contact, int), np.asarray(sign), S, contact == list(range(pairs.nc)))
 
 
 def contacts(scene, T) -> Contacts:
@@ -122,10 +124,9 @@ def contact_jacobian(scene, T, con):
 
 
 def _sum_sides(sd: Sides, x):
-    """``S x``: the rows (3 m, ...) of the sides summed into the rows (3 nc, ...) of their contacts. Where every
-    contact has one side, in slot order (a floor under each slot's moving geom), ``S`` is the identity and no
-    product is formed."""
-    if sd.S.shape[0] == sd.S.shape[1] and np.array_equal(sd.S, np.eye(sd.S.shape[0])):
+    """``S x``: the rows (3 m, ...) of the sides summed into the rows (3 nc, ...) of their contacts; no product where
+    ``S`` is the identity (``one_each``)."""
+    if sd.one_each:
         return x
     return jnp.tensordot(jnp.asarray(sd.S, x.dtype), x, 1)
 
