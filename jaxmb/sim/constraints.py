@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb.batching import sum_rows
 from jaxmb.dynamics.articulated import solve_factored
 from jaxmb.dynamics.compliance import unit_forces, walk_columns
 from jaxmb.hinges import hinge_map, joint_poses
@@ -54,14 +55,14 @@ from jaxmb.spatial import Transform, cross3, mv
 
 class Sides(NamedTuple):
     """The static sides of the contact slots: ``body`` (m,) the moving body of each side, ``contact`` (m,) its
-    contact slot, ``sign`` (m,) +1 for geom b, -1 for geom a; ``S`` (3 nc, 3 m) the sum of sides, and ``one_each``
-    whether it is the identity: every contact has one side, in slot order (a floor under each slot's moving geom)."""
+    contact slot, ``sign`` (m,) +1 for geom b, -1 for geom a; ``rows`` (3 m,) the contact row of each side row,
+    by which `jaxmb.batching.sum_rows` sums the sides into their contacts (passing them through where every contact
+    has one side, in slot order)."""
 
     body: tuple
     contact: np.ndarray
     sign: np.ndarray
-    S: np.ndarray
-    one_each: bool
+    rows: np.ndarray
 
 
 @functools.cache
@@ -74,11 +75,8 @@ def sides(geom_body: tuple, pairs) -> Sides:
                 body.append(int(geom_body[g]))
                 contact.append(i)
                 sign.append(s)
-    m = len(body)
-    S = np.zeros((3 * pairs.nc, 3 * m))
-    for f, i in enumerate(contact):
-        S[3 * i:3 * i + 3, 3 * f:3 * f + 3] = np.eye(3)
-    return Sides(tuple(body), np.asarray(contact, int), np.asarray(sign), S, contact == list(range(pairs.nc)))
+    contact = np.asarray(contact, int)
+    return Sides(tuple(body), contact, np.asarray(sign), (3 * contact[:, None] + np.arange(3)).reshape(-1))
 
 
 def contacts(scene, T) -> Contacts:
@@ -120,15 +118,7 @@ def contact_jacobian(scene, T, con):
     world, _ = _side_frames(T, con, sd)
     J_rows = jacobian_rows(tree, T, world, np.asarray(sd.body))  # (m, nv, 6)
     J_f = jnp.einsum("mrj,mvj->mrv", _side_rows(sd, T.p.dtype), J_rows).reshape(-1, tree.nv)
-    return _sum_sides(sd, J_f)
-
-
-def _sum_sides(sd: Sides, x):
-    """``S x``: the rows (3 m, ...) of the sides summed into the rows (3 nc, ...) of their contacts; no product where
-    ``S`` is the identity (``one_each``)."""
-    if sd.one_each:
-        return x
-    return jnp.tensordot(jnp.asarray(sd.S, x.dtype), x, 1)
+    return sum_rows(J_f, sd.rows, 3 * scene.nc)
 
 
 def contact_space(scene, model, q, T, con, ab):
@@ -414,8 +404,8 @@ def row_space(scene, model, q, T, con, ab, rows):
     Y, nu, J = [], [], []
     if con is not None:
         m = 3 * len(sd.body)
-        Y.append(_sum_sides(sd, walked.Y[:, :m].T).T)
-        nu.append(_sum_sides(sd, walked.nu[:, :m].T).T)
+        Y.append(sum_rows(walked.Y[:, :m].T, sd.rows, 3 * scene.nc).T)
+        nu.append(sum_rows(walked.nu[:, :m].T, sd.rows, 3 * scene.nc).T)
         J.append(contact_jacobian(scene, T, con))
     if own is not None:
         k = E.shape[0]
