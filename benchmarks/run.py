@@ -526,11 +526,20 @@ def _sim_table(res):
                      + (f"{r['mjx_compile_s']:.0f} s |" if "mjx_compile_s" in r else "- s |"))
     if res.get("sharded"):
         lines += ["", "| scenario, batch, over one CPU device per core | jaxmb steps/s | MuJoCo C | jaxmb / MuJoCo C | "
-                  "compile jaxmb |", "|---|---|---|---|---|"]
+                  "compile jaxmb | `solver=\"newton\"` steps/s | newton / MuJoCo C |", "|---|---|---|---|---|---|---|"]
     for r in res.get("sharded") or []:
+        newton = "| - | - |" if "newton_steps_per_s" not in r else (
+            f"| {_rate(r['newton_steps_per_s'])} | {_fmt(r['ratio_newton_vs_mujoco_c'], 'x')} |")
         lines.append(f"| {r['scenario']}, {r['batch']}, {r['devices']} devices | {_rate(r['jaxmb_steps_per_s'])} | "
                      f"{_rate(r['mujoco_c_steps_per_s'])} | {_fmt(r['ratio_jaxmb_vs_mujoco_c'], 'x')} | "
-                     f"{r['jaxmb_compile_s']:.0f} s |")
+                     f"{r['jaxmb_compile_s']:.0f} s " + newton)
+    if res.get("solvers"):
+        lines += ["", "| scenario, batch, one device | Gauss-Seidel steps/s | Newton steps/s | Newton / Gauss-Seidel | "
+                  "MuJoCo C | compile Gauss-Seidel / Newton |", "|---|---|---|---|---|---|"]
+    for r in res.get("solvers") or []:
+        lines.append(f"| {r['scenario']}, {r['batch']} | {_rate(r['pgs_steps_per_s'])} | "
+                     f"{_rate(r['newton_steps_per_s'])} | {_fmt(r['ratio_newton_vs_pgs'], 'x')} | "
+                     f"{_rate(r['mujoco_c_steps_per_s'])} | {r['pgs_compile_s']:.0f} / {r['newton_compile_s']:.0f} s |")
     if res.get("gradient") or res.get("memory"):
         lines += ["", "| reverse mode (jaxmb) | figure | compile |", "|---|---|---|"]
     for g in res.get("gradient", []):

@@ -50,8 +50,11 @@ Measured:
   (`jaxmb.use_cpu_cores`, ``jaxmb.jit(jaxmb.sharded_vmap(rollout))``, the states placed by `jaxmb.split_batch`), so
   that jaxmb uses every core as ``mujoco.rollout``'s threads do, against MuJoCo C in the same run, at the batches
   that divide evenly (``--quick``: 32, and 256, a reinforcement-learning batch, where each XLA operation of the
-  solver's sweeps covers more worlds). Measured in a child process: MJX's CPU programs stall in a process with
-  several CPU devices.
+  solver's sweeps covers more worlds), with each of jaxmb's two constraint solvers. Measured in a child process:
+  MJX's CPU programs stall in a process with several CPU devices.
+* solvers: at the largest batch, steps/s with the projected Gauss-Seidel solver (the scenario's ``limit_rows``)
+  and with ``solver="newton"`` (every limit row; its own default regularization), timed in alternating rounds with
+  MuJoCo C.
 * gradient: ``jax.grad`` of ``sum(q_final^2) + sum(qd_final^2)`` with respect to the (batch, steps, nu) controls
   through a ``--grad-steps`` (100) step rollout, at batch ``--grad-batch``, over the forward rollout's time (MJX's
   solver loop is a ``while_loop``, which JAX cannot differentiate in reverse: no peer).
@@ -384,21 +387,61 @@ def sharded_throughput(names, batches, steps, dtype):
         f = jaxmb_rollout(scene, sharded=True)
         ctrls = sc["ctrls"](steps)
         u = jnp.asarray(ctrls, dtype)
+        scene_nt, _ = jaxmb_scene(sc, dtype, solver="newton", limit_rows=None)
+        f_nt = jaxmb_rollout(scene_nt, sharded=True)
         for b in [b for b in batches if b > 1 and b % devices == 0]:
             q = initial_configurations(scene, sc, q0, b)
             states = jaxmb.split_batch(jax.vmap(lambda x: init_state(scene, x))(jnp.asarray(q, dtype)))
+            states_nt = jaxmb.split_batch(jax.vmap(lambda x: init_state(scene_nt, x))(jnp.asarray(q, dtype)))
             c_jm, g_jm = compile_time(f, states, u)
+            c_nt, g_nt = compile_time(f_nt, states_nt, u)
             f_c, final_c = mujoco_c(m, q[:, q_index], ctrls)
-            t_jm, t_c = alternating_best_times((g_jm, (states, u)), (f_c, ()))
+            t_jm, t_nt, t_c = alternating_best_times((g_jm, (states, u)), (g_nt, (states_nt, u)), (f_c, ()))
             row = dict(scenario=name, batch=b, steps=steps, dtype=jnp.dtype(dtype).name, devices=devices,
                        jaxmb_compile_s=c_jm, jaxmb_steps_per_s=b * steps / t_jm, mujoco_c_steps_per_s=b * steps / t_c,
                        mujoco_c_threads=os.cpu_count(), ratio_jaxmb_vs_mujoco_c=t_c / t_jm,
                        jaxmb_sanity=sanity(g_jm(states, u).q, sc["floating"]),
-                       mujoco_c_sanity=sanity(final_c, sc["floating"]))
+                       mujoco_c_sanity=sanity(final_c, sc["floating"]), newton_compile_s=c_nt,
+                       newton_steps_per_s=b * steps / t_nt, ratio_newton_vs_mujoco_c=t_c / t_nt,
+                       newton_sanity=sanity(g_nt(states_nt, u).q, sc["floating"]))
             rows.append(row)
             print(f"  {name}, batch {b:5d} over {devices} devices: jaxmb {row['jaxmb_steps_per_s']:10.4g} steps/s "
-                  f"(compile {c_jm:5.1f} s), MuJoCo C {row['mujoco_c_steps_per_s']:10.4g} "
-                  f"[jaxmb x{row['ratio_jaxmb_vs_mujoco_c']:.3g}]", flush=True)
+                  f"(compile {c_jm:5.1f} s), with solver='newton' {row['newton_steps_per_s']:10.4g} (compile "
+                  f"{c_nt:5.1f} s), MuJoCo C {row['mujoco_c_steps_per_s']:10.4g} [jaxmb x"
+                  f"{row['ratio_jaxmb_vs_mujoco_c']:.3g}, newton x{row['ratio_newton_vs_mujoco_c']:.3g}]", flush=True)
+    return rows
+
+
+def solver_throughput(names, batch, steps, dtype):
+    """Rows of steps/s at ``batch`` of each scenario with the projected Gauss-Seidel solver and with the Newton solver
+    (``make_scene(solver="newton")``, every limit row), timed in alternating rounds with MuJoCo C: what the choice
+    of solver costs or saves."""
+    rows = []
+    for name in names:
+        sc = scenario(name)
+        u = jnp.asarray(sc["ctrls"](steps), dtype)
+        calls, compile_s, sanity_of = [], {}, {}
+        for solver in ("pgs", "newton"):
+            options = dict(solver=solver) if solver == "pgs" else dict(solver=solver, limit_rows=None)
+            scene, q0 = jaxmb_scene(sc, dtype, **options)
+            q = initial_configurations(scene, sc, q0, batch)
+            states = jax.vmap(lambda x: init_state(scene, x))(jnp.asarray(q, dtype))
+            compile_s[solver], g = compile_time(jaxmb_rollout(scene), states, u)
+            sanity_of[solver] = sanity(g(states, u).q, sc["floating"])
+            calls.append((g, (states, u)))
+        m, q_index = mujoco_model(sc, scene)
+        f_c, _ = mujoco_c(m, q[:, q_index], sc["ctrls"](steps))
+        t_pgs, t_nt, t_c = alternating_best_times(*calls, (f_c, ()))
+        row = dict(scenario=name, batch=batch, steps=steps, dtype=jnp.dtype(dtype).name, pgs_steps_per_s=batch * steps
+                   / t_pgs, newton_steps_per_s=batch * steps / t_nt, mujoco_c_steps_per_s=batch * steps / t_c,
+                   ratio_newton_vs_pgs=t_pgs / t_nt, ratio_newton_vs_mujoco_c=t_c / t_nt,
+                   ratio_pgs_vs_mujoco_c=t_c / t_pgs, pgs_compile_s=compile_s["pgs"],
+                   newton_compile_s=compile_s["newton"], pgs_sanity=sanity_of["pgs"],
+                   newton_sanity=sanity_of["newton"], mujoco_c_threads=os.cpu_count())
+        rows.append(row)
+        print(f"  {name}, batch {batch}: projected Gauss-Seidel {row['pgs_steps_per_s']:.4g} steps/s (compile "
+              f"{compile_s['pgs']:.1f} s), Newton {row['newton_steps_per_s']:.4g} (compile {compile_s['newton']:.1f} "
+              f"s) [newton x{row['ratio_newton_vs_pgs']:.3g}]; MuJoCo C {row['mujoco_c_steps_per_s']:.4g}", flush=True)
     return rows
 
 
@@ -626,12 +669,14 @@ def main():
         defaults = dict(scenarios=["panda", "quadruped_stand", "quadruped_trot", "talos"], batches=[1, 32], steps=100,
                         grad_batch=4, grad_steps=100, memory_steps=1000, gradient=["quadruped_stand"],
                         memory="quadruped_stand", solver=solver, solver_scenarios=("quadruped_stand", "sliding_box"),
-                        limit_rows=["quadruped_stand", "talos"], sharded_batches=[32, 256])
+                        limit_rows=["quadruped_stand", "talos"], sharded_batches=[32, 256],
+                        solvers=["panda", "quadruped_trot", "talos"])
     else:
         defaults = dict(scenarios=["panda", "quadruped_stand", "quadruped_trot", "talos"], batches=[1, 16, 256, 1024],
                         steps=100, grad_batch=16, grad_steps=100, memory_steps=1000,
                         gradient=["panda", "quadruped_stand"], memory="quadruped_stand", solver=solver,
-                        solver_scenarios=("quadruped_stand", "sliding_box"), limit_rows=["quadruped_stand", "talos"])
+                        solver_scenarios=("quadruped_stand", "sliding_box"), limit_rows=["quadruped_stand", "talos"],
+                        solvers=["panda", "quadruped_trot", "talos"])
     for key in ("scenarios", "batches", "steps", "grad_batch", "grad_steps", "memory_steps"):
         if getattr(args, key) is None:
             setattr(args, key, defaults[key])
@@ -663,6 +708,10 @@ def main():
     if "mujoco_c" in peers and jax.default_backend() == "cpu" and os.cpu_count() > 1 and not args.tiny:
         print(f"== steps/s over {os.cpu_count()} CPU devices, one per core (float32)")
         payload["sharded"] = sharded_rows(args.scenarios, defaults.get("sharded_batches", args.batches), args.steps)
+        checkpoint()
+    if "mujoco_c" in peers and not args.tiny and defaults.get("solvers"):
+        print(f"== the two constraint solvers, batch {max(args.batches)} (float32)")
+        payload["solvers"] = solver_throughput(defaults["solvers"], max(args.batches), args.steps, dtype)
         checkpoint()
     if not args.tiny and "limit_rows" in defaults:
         print("== limit rows: every limited coordinate's, or the scenario's nearest few (float32)")

@@ -282,5 +282,10 @@ def upsilon(model, q):
     ``Upsilon(root) = P(root)^-1`` (Remark 10.2)."""
     check_shapes(model, q=q)
     ab = articulated_inertias(model, q)
-    zero = jnp.zeros((6, 6), ab.P.dtype)
-    return down(model.topology, _upsilon_step, zero, joint_poses(model, q), dofs=(hinge_map(model), ab.G, ab.D))[0]
+    return upsilon_of_factors(model.topology, joint_poses(model, q), hinge_map(model), ab.G, ab.D)
+
+
+def upsilon_of_factors(topology, X, H, G, D):
+    """`upsilon` from the joint poses ``X``, hinge map ``H`` and the factors ``G, D`` (nv, 6) of the articulated-body
+    sweep: the down sweep (10.16) alone."""
+    return down(topology, _upsilon_step, jnp.zeros((6, 6), G.dtype), X, dofs=(H, G, D))[0]

@@ -4,7 +4,8 @@ Modules: `scene` (the `Scene` pytree and `make_scene`), `geometry` (shapes on bo
 (the narrow phase), `urdf_collision` (shapes from URDF ``<collision>`` elements), `mjcf` (the scene of an MJCF
 file: geoms, pairs, actuators, options, keyframes, equality constraints), `actuators` (motors, servos,
 passive joint terms), `constraints` (contact-space compliance on the operational-space sweeps, joint limits and
-friction, compliant contact), `solver` (the frictional contact problem), `integrators`, `stepping` (state, step,
+friction, compliant contact), `solver` (the frictional contact problem by Gauss-Seidel sweeps), `newton` (MuJoCo's
+convex problem by Newton's method), `integrators`, `stepping` (state, step,
 rollout), `symplectic` (implicit midpoint and generalized leapfrog on canonical momenta).
 """
 
@@ -12,7 +13,7 @@ from jaxmb.sim.actuators import intvelocity, motor, position, velocity
 from jaxmb.sim.collision import Contacts
 from jaxmb.sim.geometry import Geometry, Pairs, box, capsule, plane, sphere
 from jaxmb.sim.mjcf import Keyframe, MjcfScene, load_mjcf_scene
-from jaxmb.sim.scene import INTEGRATORS, CONTACT_MODELS, Scene, make_scene
+from jaxmb.sim.scene import CONTACT_MODELS, INTEGRATORS, SOLVERS, Scene, make_scene
 from jaxmb.sim.solver import residuals
 from jaxmb.sim.symplectic import PhasePoint, generalized_leapfrog, implicit_midpoint
 from jaxmb.sim.stepping import (
@@ -31,7 +32,7 @@ from jaxmb.sim.urdf_collision import urdf_geometry
 
 __all__ = [
     "CONTACT_MODELS", "ContactState", "Contacts", "Geometry", "INTEGRATORS", "Keyframe", "LOOPS_OPEN", "MjcfScene",
-    "NONFINITE_CONTROL", "NONFINITE_STATE", "Pairs", "PhasePoint", "Scene", "State", "box", "capsule",
+    "NONFINITE_CONTROL", "NONFINITE_STATE", "Pairs", "PhasePoint", "SOLVERS", "Scene", "State", "box", "capsule",
     "contact_forces", "failures", "generalized_leapfrog", "implicit_midpoint", "intvelocity",
     "init_state", "load_mjcf_scene", "make_scene", "motor", "plane", "position", "residuals", "rollout", "sphere",
     "step", "urdf_geometry", "velocity",

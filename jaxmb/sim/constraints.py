@@ -32,6 +32,14 @@ as MuJoCo solves the limits it finds active. Which rows those are is decided in 
 columns ``M^-1 e`` come from the factored solve (7.18), one up and one down sweep each, and their couplings from
 the other rows' Jacobian: ``A_ck = J_c M^-1 e``. The step is the uncapped one wherever at most ``k`` limits
 engage; beyond that the least urgent wait for a later step.
+
+Newton rows. A scene with ``solver="newton"`` (`newton_forces`, `jaxmb.sim.newton`) takes each contact as the four
+edges ``E C`` of its friction pyramid (`pyramid`) and every limit and friction row, and needs no compliance: the
+Newton solver's Hessian is the mass matrix with the active rows added as body inertias, each contact row's
+``d = [r x u; u]`` in its body's coordinates (``u`` the edge direction, ``r`` the contact point). An edge's target
+is its normal's plus the part of its velocity that the slip makes, less the fraction ``2 dt / timeconst`` of it
+that MuJoCo's reference acceleration (its damping ``b = 2 / timeconst``) removes in a step: without it the edge
+would lift a sliding body at ``mu`` times its slip within one step.
 """
 
 import functools
@@ -44,11 +52,16 @@ import numpy as np
 from jaxmb.batching import sum_rows
 from jaxmb.dynamics.articulated import solve_factored
 from jaxmb.dynamics.compliance import unit_forces, walk_columns
-from jaxmb.hinges import hinge_map, joint_poses
+from jaxmb.dynamics.mass import mass_matrix
+from jaxmb.dynamics.opspace import upsilon_of_factors
+from jaxmb.hinges import body_inertias, hinge_map, joint_poses
 from jaxmb.kinematics import jacobian_rows
 from jaxmb.sim.closed_loops import is_closed, loop_space
 from jaxmb.sim.collision import Contacts, collide
 from jaxmb.sim.geometry import DEFAULT_FRICTION, geom_poses
+from jaxmb.sim.newton import DenseMetric, TreeMetric
+from jaxmb.sim.newton import Problem as NewtonProblem
+from jaxmb.sim.newton import solve as newton_solve
 from jaxmb.sim.solver import Problem, solve
 from jaxmb.spatial import Transform, cross3, mv
 
@@ -298,14 +311,15 @@ class ConstraintForces(NamedTuple):
     ``impulse`` (rows,) the solver's impulses in the scene's rows (`jaxmb.sim.Scene.rows`: zero on the limit rows
     a capped step left out), the next warm start, ``force`` (nc, 3) contact forces in the contact frames (zeros
     without contact), ``contacts`` the contact slots (None without geometry), ``problem`` the solver's
-    `jaxmb.sim.solver.Problem` (None without solver rows) and ``solution`` its impulses, to check them by."""
+    `jaxmb.sim.solver.Problem` or `jaxmb.sim.newton.Problem` (None without solver rows) and ``solution`` its
+    impulses, to check them by."""
 
     tau: jnp.ndarray
     f_ext: jnp.ndarray
     impulse: jnp.ndarray
     force: jnp.ndarray
     contacts: Contacts | None
-    problem: Problem | None = None
+    problem: Problem | NewtonProblem | None = None
     solution: jnp.ndarray | None = None
 
 
@@ -315,6 +329,8 @@ def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintFo
     articulated-body quantities at ``(q, qd, tau)`` (free accelerations ``qdd``, velocities ``V``, factors ``G, D``:
     `jaxmb.sim.integrators.StepFactors`; `jaxmb.sim.closed_loops.LoopFactors` for a closed-loop model, whose
     ``qd`` and ``tau`` are on ``yd``), ``T`` the body poses, ``warm`` (rows,) the warm start."""
+    if scene.options.solver == "newton":
+        return newton_forces(scene, model, q, qd, dt, warm, T, ab)
     dtype = qd.dtype
     nc = scene.nc
     f_ext = jnp.zeros((scene.tree.nb, 6), dtype)
@@ -361,6 +377,76 @@ def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintFo
     if solve_contacts:
         force = p[: 3 * nc].reshape(nc, 3) / dt
     return ConstraintForces(J.T @ p / dt, f_ext, impulse, force, con, prob, p)
+
+
+def pyramid(mu):
+    """``E`` (nc, 4, 3): the edges ``n + mu t1, n - mu t1, n + mu t2, n - mu t2`` of each contact's friction pyramid
+    in its frame ``[n, t1, t2]``."""
+    one, zero = jnp.ones_like(mu), jnp.zeros_like(mu)
+    return jnp.stack([jnp.stack([one, mu, zero], -1), jnp.stack([one, -mu, zero], -1),
+                      jnp.stack([one, zero, mu], -1), jnp.stack([one, zero, -mu], -1)], 1)
+
+
+def one_sided(sd: Sides, nc) -> bool:
+    """Whether every contact slot has exactly one moving side, in slot order."""
+    return len(sd.body) == nc and bool(np.all(sd.contact == np.arange(nc)))
+
+
+def newton_forces(scene, model, q, qd, dt, warm, T, ab) -> ConstraintForces:
+    """`constraint_forces` by the Newton solver (`jaxmb.sim.newton`): each contact of the constraint model as the four
+    edges of its friction pyramid, every limit and friction row. The rows' softness ``R = regularization x`` the
+    diagonal of ``J M^-1 J*``: a contact row's from the operational-space compliance of its body (`upsilon`, one
+    down sweep; exact from the dense ``M`` where a contact has two moving sides), a joint row's ``1/D`` of its
+    coordinate (its compliance with the parent held). ``model`` a tree."""
+    dtype, tree, nc = qd.dtype, scene.tree, scene.nc
+    f_ext = jnp.zeros((tree.nb, 6), dtype)
+    force = jnp.zeros((nc, 3), dtype)
+    con = contacts(scene, T) if nc else None
+    if nc and scene.options.contact == "compliant":
+        force = compliant_forces(scene, T, ab.V, con)
+        f_ext = body_forces(scene, T, con, jnp.einsum("cji,cj->ci", con.frame, force))
+    rows = joint_rows(scene, q, dt)
+    c = nc if nc and scene.options.contact == "constraint" else 0
+    if not c and not rows.E.shape[0]:
+        return ConstraintForces(jnp.zeros(qd.shape[0], dtype), f_ext, warm, force, con)
+    X, H = joint_poses(model, q), hinge_map(model)
+    coordinate = tuple(int(j) for j in rows.coordinate)
+    joint_diag = 1.0 / ab.D[np.asarray(coordinate, int), 0]
+    J, d, v_star, body, dense = rows.E, jnp.zeros((0, 6), dtype), rows.v_star, (), False
+    if c:
+        sd = sides(scene.geometry.body, scene.pairs)
+        E = pyramid(friction(scene))
+        J3 = contact_jacobian(scene, T, con).reshape(nc, 3, -1)
+        J = jnp.concatenate([jnp.einsum("cer,crv->cev", E, J3).reshape(4 * nc, -1), J])
+        kept = 1.0 - jnp.minimum(2.0 * dt / scene.contact.timeconst, 1.0)
+        slip = jnp.einsum("cer,cr->ce", E.at[:, :, 0].set(0.0), jnp.einsum("crv,v->cr", J3, qd))
+        target = _target(con.dist, dt, scene.contact.timeconst)[:, None] + kept * slip
+        v_star = jnp.concatenate([target.reshape(-1), v_star])
+        dense = not one_sided(sd, nc)
+        if not dense:
+            _, placement = _side_frames(T, con, sd)
+            u = jnp.swapaxes(placement.R, -1, -2) * jnp.asarray(sd.sign, dtype)[:, None, None]  # rows n, t1, t2
+            d_side = jnp.concatenate([cross3(placement.p[:, None, :], u), u], -1)  # (nc, 3, 6) = [r x u; u]
+            d = jnp.einsum("cer,crk->cek", E, d_side).reshape(4 * nc, 6)
+            body = tuple(b for b in sd.body for _ in range(4))
+    metric = TreeMetric(X, H, ab.G, ab.D, body_inertias(model), model.armature, d, tree.topology, body, coordinate)
+    if dense:
+        M = mass_matrix(model, q)
+        metric = DenseMetric(M)
+        L = jnp.linalg.cholesky(M)
+        Z = jax.scipy.linalg.solve_triangular(L, J[: 4 * c].T, lower=True)
+        diag = jnp.concatenate([jnp.sum(Z * Z, 0), joint_diag])
+    else:
+        Y = upsilon_of_factors(tree.topology, X, H, ab.G, ab.D)[np.asarray(body, int)]
+        diag = jnp.concatenate([jnp.einsum("mi,mij,mj->m", d, Y, d), joint_diag])
+    R = scene.contact.regularization * diag + jnp.finfo(dtype).tiny ** 0.5
+    zero = jnp.zeros(4 * c, dtype)
+    prob = NewtonProblem(J, qd + dt * ab.qdd, v_star, 1.0 / R, jnp.concatenate([zero, rows.lo]),
+                         jnp.concatenate([zero + jnp.inf, rows.hi]), metric)
+    p = newton_solve(prob, warm, scene.options.iterations, scene.options.tolerance)
+    if c:
+        force = jnp.einsum("ce,cer->cr", p[: 4 * c].reshape(c, 4), E) / dt
+    return ConstraintForces(J.T @ p / dt, f_ext, p, force, con, prob, p)
 
 
 def _softened(diagonal, nc):

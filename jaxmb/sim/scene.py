@@ -23,6 +23,8 @@ from jaxmb.sim.geometry import Geometry, Pairs, geometry, pairs
 INTEGRATORS = ("euler", "implicit", "implicitfast", "rk4")
 CONTACT_MODELS = ("constraint", "compliant")
 JOINT_FRICTION = ("constraint", "smooth")
+SOLVERS = ("pgs", "newton")
+REGULARIZATION = {"pgs": 1e-6, "newton": 1e-2}
 
 
 @pytree_dataclass
@@ -54,8 +56,8 @@ class ContactParams:
 @dataclass(frozen=True)
 class Options:
     """The static choices of a scene: ``integrator`` (`INTEGRATORS`), ``contact`` (`CONTACT_MODELS`),
-    ``iterations`` of the constraint solver (the most sweeps per step) and its stopping ``tolerance``
-    (`jaxmb.sim.solver.solve`), ``joint_friction`` (`JOINT_FRICTION`), ``limited`` (the velocity
+    ``iterations`` of the constraint solver (the most sweeps or Newton steps per step), its stopping ``tolerance``
+    and the ``solver`` (`SOLVERS`: `jaxmb.sim.solver`, `jaxmb.sim.newton`), ``joint_friction`` (`JOINT_FRICTION`), ``limited`` (the velocity
     coordinates with position limits, as ``(q index, v index)`` pairs), ``friction`` (the velocity coordinates
     with Coulomb friction rows), ``limit_rows`` (the most limit rows a step solves, None: one per limited
     coordinate; `jaxmb.sim.constraints`)."""
@@ -64,6 +66,7 @@ class Options:
     contact: str = "constraint"
     iterations: int = 30
     tolerance: float = 1e-10
+    solver: str = "pgs"
     joint_friction: str = "constraint"
     limited: tuple = ()
     friction: tuple = ()
@@ -101,10 +104,12 @@ class Scene:
 
     @property
     def rows(self) -> int:
-        """Rows of the constraint impulses a `jaxmb.sim.State` keeps: three per contact slot (constraint model), one
-        per limited coordinate, one per coordinate with Coulomb friction (constraint option). With ``limit_rows``
-        the solver takes that many of the limit rows a step."""
-        contact = 3 * self.nc if self.options.contact == "constraint" else 0
+        """Rows of the constraint impulses a `jaxmb.sim.State` keeps: three per contact slot of the constraint model
+        (normal and two tangents; four pyramid edges with the ``newton`` solver), one per limited coordinate, one per
+        coordinate with Coulomb friction (constraint option). With ``limit_rows`` the solver takes that many of the
+        limit rows a step."""
+        per_contact = 4 if self.options.solver == "newton" else 3
+        contact = per_contact * self.nc if self.options.contact == "constraint" else 0
         return contact + len(self.options.limited) + len(self.options.friction)
 
     def replace(self, **changes) -> "Scene":
@@ -114,7 +119,7 @@ class Scene:
 def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude_parent_child=True, actuators=(),
                damping=None, frictionloss=None, joint_friction="constraint", limits=True, contact="constraint",
                integrator="implicit", iterations=30, tolerance=1e-10, limit_rows=None, stiffness=2e5, dissipation=2.0,
-               slip_velocity=1e-3, timeconst=0.02, regularization=1e-6):
+               slip_velocity=1e-3, timeconst=0.02, regularization=None, solver="pgs"):
     """Build and check a `Scene` (module docstring) of ``model``, a `jaxmb.Model` or a closed-loop
     `jaxmb.loops.LoopModel`, whose geometry, actuators, damping and limits sit on its spanning tree
     (`jaxmb.sim.closed_loops`).
@@ -126,9 +131,12 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     ``"smooth"``. limits: enforce the model's position limits of one-coordinate joints as unilateral constraints;
     limit_rows: solve at most this many of them a step, those of the coordinates nearest to crossing their limits
     (`jaxmb.sim.constraints.nearest_limits`; None: all of them, every step).
-    contact: `CONTACT_MODELS`; integrator: `INTEGRATORS`; iterations: the most solver sweeps per step; tolerance: the solver stops earlier once a sweep changes no
-    impulse by more than this fraction of the largest (floored at the working precision's round-off); the rest:
-    `ContactParams`.
+    contact: `CONTACT_MODELS`; integrator: `INTEGRATORS`; solver: ``"pgs"``, projected Gauss-Seidel sweeps on
+    Coulomb's cone (`jaxmb.sim.solver`), or ``"newton"``, Newton's method on MuJoCo's convex problem with friction
+    pyramids (`jaxmb.sim.newton`); iterations: the most sweeps (Newton steps) per step; tolerance: the solver stops
+    earlier once a sweep (step) changes no impulse (velocity) by more than this fraction of the largest (floored at
+    the working precision's round-off); regularization: None for the solver's default (`REGULARIZATION`); the
+    rest: `ContactParams`.
     """
     if integrator not in INTEGRATORS:
         raise ModelError(f"unknown integrator {integrator!r}; choose one of {INTEGRATORS}")
@@ -136,6 +144,16 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
         raise ModelError(f"unknown contact model {contact!r}; choose one of {CONTACT_MODELS}")
     if joint_friction not in JOINT_FRICTION:
         raise ModelError(f"unknown joint_friction {joint_friction!r}; choose one of {JOINT_FRICTION}")
+    if solver not in SOLVERS:
+        raise ModelError(f"unknown solver {solver!r}; choose one of {SOLVERS}")
+    if regularization is None:
+        regularization = REGULARIZATION[solver]
+    if solver == "newton" and not regularization > 0:
+        raise ModelError(f"the newton solver needs a positive regularization (the rows' softness), got "
+                         f"{regularization!r}")
+    if solver == "newton" and is_closed(model):
+        raise ModelError(f"solver='newton' steps trees; the closed-loop scene of {model.name!r} steps with "
+                         "solver='pgs'")
     if int(iterations) != iterations or iterations < 1:
         raise ModelError(f"iterations must be a positive integer, got {iterations!r}")
     if not np.isfinite(tolerance) or tolerance < 0:
@@ -159,6 +177,9 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
         if isinstance(limit_rows, bool) or int(limit_rows) != limit_rows or limit_rows < 1:
             raise ModelError(f"limit_rows must be a positive integer (or None: a row for every limited coordinate), "
                              f"got {limit_rows!r}; limits=False enforces no limit")
+        if solver == "newton":
+            raise ModelError("limit_rows caps the limit rows of solver='pgs'; solver='newton' solves every limit "
+                             "row, each at the cost of one armature term")
         if is_closed(model):
             raise ModelError(f"limit_rows: the closed-loop scene of {model.name!r} solves a row for every limited "
                              "coordinate; leave limit_rows at None")
@@ -168,8 +189,8 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
         friction = tuple(int(j) for j in np.flatnonzero(np.asarray(joints.frictionloss) > 0))
     dtype = tree.mass.dtype
     params = ContactParams(**{k: jnp.asarray(v, dtype) for k, v in numbers.items()})
-    options = Options(integrator, contact, int(iterations), float(tolerance), joint_friction, limited, friction,
-                      limit_rows)
+    options = Options(integrator, contact, int(iterations), float(tolerance), solver, joint_friction, limited,
+                      friction, limit_rows)
     acts = gather_actuators(tree, actuators)
     if acts.na and integrator == "rk4":
         raise ModelError(f"actuators with activation dynamics {[acts.names[i] for i in acts.stateful]} step with the "
