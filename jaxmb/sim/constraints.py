@@ -429,14 +429,14 @@ def newton_forces(scene, model, q, qd, dt, warm, T, ab) -> ConstraintForces:
             d_side = jnp.concatenate([cross3(placement.p[:, None, :], u), u], -1)  # (nc, 3, 6) = [r x u; u]
             d = jnp.einsum("cer,crk->cek", E, d_side).reshape(4 * nc, 6)
             body = tuple(b for b in sd.body for _ in range(4))
-    metric = TreeMetric(X, H, ab.G, ab.D, body_inertias(model), model.armature, d, tree.topology, body, coordinate)
     if dense:
         M = mass_matrix(model, q)
         metric = DenseMetric(M)
-        L = jnp.linalg.cholesky(M)
-        Z = jax.scipy.linalg.solve_triangular(L, J[: 4 * c].T, lower=True)
+        Z = jax.scipy.linalg.solve_triangular(jnp.linalg.cholesky(M), J[: 4 * c].T, lower=True)
         diag = jnp.concatenate([jnp.sum(Z * Z, 0), joint_diag])
     else:
+        metric = TreeMetric(X, H, ab.G, ab.D, body_inertias(model), model.armature, d, tree.topology, body,
+                            coordinate)
         Y = upsilon_of_factors(tree.topology, X, H, ab.G, ab.D)[np.asarray(body, int)]
         diag = jnp.concatenate([jnp.einsum("mi,mij,mj->m", d, Y, d), joint_diag])
     R = scene.contact.regularization * diag + jnp.finfo(dtype).tiny ** 0.5

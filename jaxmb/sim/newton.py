@@ -59,7 +59,7 @@ class TreeMetric:
     G, D (nv, 6)                       the factors of ``M`` (`jaxmb.ArticulatedInertias`)
     I (nb, 6, 6), armature (nv,)       the body inertias and armature that ``M`` is made of
     d (m, 6)                           the first ``m`` rows of ``J``, each in the coordinates of its body
-    body (m, nb)                       static one-hot: the body of each of those rows
+    body (m,)                          static: the body of each of those rows
     coordinate (k,)                    static: the coordinate of each of the remaining rows, ``J_i = +-e_j*``
     """
 
@@ -84,7 +84,8 @@ class TreeMetric:
 
     def hessian_inverse(self, h, J):
         """``x -> (M + J* diag(h) J)^-1 x``: the inertias with the rows' ``h d d*`` added to their bodies and the
-        armature with the joint rows' ``h``, factored by the articulated-body sweep."""
+        armature with the joint rows' ``h``, factored by the articulated-body sweep (``J`` itself is not needed:
+        ``d`` and ``coordinate`` are its rows)."""
         m = self.d.shape[0]
         one_hot = jnp.asarray(np.eye(self.nb)[list(self.body)].T if m else np.zeros((self.nb, 0)), h.dtype)
         added = jnp.einsum("bm,m,mi,mj->bij", one_hot, h[:m], self.d, self.d)
