@@ -20,7 +20,7 @@ from jaxmb.sim.integrators import euler
 from jaxmb.testing import random_model
 
 from checks import check_grads, fast_jit
-from test_contact import G, HALF, MASS, box_on, box_scene, quadruped  # noqa: F401 (a fixture)
+from test_contact import G, HALF, MASS, box_on, box_scene, quadruped, sliding_speed_gradients  # noqa: F401
 
 
 def stacked_boxes():
@@ -174,15 +174,7 @@ def test_implicit_derivatives_match_finite_differences():
 
     check_grads(impulses, (prob.v_free, prob.J, prob.v_star), eps=1e-7, atol=1e-6, rtol=1e-5)
 
-    def speed(mu, v0):
-        sc = scene.replace(geometry=scene.geometry.replace(friction=jnp.full(2, mu)))
-        state = init_state(sc, box_on((0, 0, 1)), jnp.array([0, 0, 0, v0, 0.0, 0]))
-        return rollout(sc, state, 0.001, steps=50)[0].qd[3]
-
-    f = fast_jit(speed)
-    grad = fast_jit(jax.grad(speed, argnums=(0, 1)))(0.5, 2.0)
-    h = 1e-5
-    fd = ((f(0.5 + h, 2.0) - f(0.5 - h, 2.0)) / (2 * h), (f(0.5, 2.0 + h) - f(0.5, 2.0 - h)) / (2 * h))
+    grad, fd = sliding_speed_gradients(scene, lateral=0.0)
     for g, d in zip(grad, fd):
         assert abs(float(g) - float(d)) < 1e-6 * max(1.0, abs(float(d))), (grad, fd)
 

@@ -57,10 +57,10 @@ class ContactParams:
 class Options:
     """The static choices of a scene: ``integrator`` (`INTEGRATORS`), ``contact`` (`CONTACT_MODELS`),
     ``iterations`` of the constraint solver (the most sweeps or Newton steps per step), its stopping ``tolerance``
-    and the ``solver`` (`SOLVERS`: `jaxmb.sim.solver`, `jaxmb.sim.newton`), ``joint_friction`` (`JOINT_FRICTION`), ``limited`` (the velocity
-    coordinates with position limits, as ``(q index, v index)`` pairs), ``friction`` (the velocity coordinates
-    with Coulomb friction rows), ``limit_rows`` (the most limit rows a step solves, None: one per limited
-    coordinate; `jaxmb.sim.constraints`)."""
+    and the ``solver`` (`SOLVERS`: `jaxmb.sim.solver`, `jaxmb.sim.newton`), ``joint_friction``
+    (`JOINT_FRICTION`), ``limited`` (the velocity coordinates with position limits, as ``(q index, v index)``
+    pairs), ``friction`` (the velocity coordinates with Coulomb friction rows), ``limit_rows`` (the most limit rows
+    a step solves, None: one per limited coordinate; `jaxmb.sim.constraints`)."""
 
     integrator: str = "implicit"
     contact: str = "constraint"
