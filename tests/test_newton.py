@@ -123,6 +123,27 @@ def test_resting_box_and_stack_carry_their_weights():
     assert abs(normal[between].sum() / (MASS * G) - 1) < 1e-9
 
 
+def test_one_newton_step_from_the_last_impulses_solves_a_step_whose_rows_keep_their_zones():
+    """A box resting on its four corners and two stacked boxes (the dense Hessian), their free velocity raised by
+    three times the rows' soft velocity ``max p / D`` (a small change of the step, after which the velocity of the
+    last impulses puts the floor rows out of contact, while the impulses keep their zones): warm-started at the
+    last impulses, the first Newton step, taken in their zones, lands on the solution of thirty steps to 1e-12
+    relative."""
+    box_newton = box_scene(solver="newton")
+    stack, q_stack = stacked_boxes()
+    for scene, q0 in ((box_newton, box_on((0, 0, 1))), (stack, q_stack)):
+        state, _ = rollout(scene, init_state(scene, q0), 0.002, steps=300)
+        prob, p = fast_jit(problem_at)(scene, state, 0.002)
+        up = 3 * float(jnp.max(p / prob.D))
+        raised = prob._replace(v_free=prob.v_free.at[5::6].add(up))
+        w = raised.J @ (raised.v_free + raised.metric.inverse(raised.J.T @ p)) - raised.v_star
+        assert float(jnp.max(w[: 4 * scene.nc][p[: 4 * scene.nc] > 0])) > 0  # floor rows out, at that velocity
+        one = newton.solve(raised, p, 1, 0.0)
+        converged = newton.solve(raised, p, 30, 0.0)
+        assert float(jnp.min(converged[: 4 * scene.nc][p[: 4 * scene.nc] > 0])) > 0  # the impulses keep their zones
+        assert float(jnp.max(jnp.abs(one - converged))) < 1e-12 * float(jnp.max(jnp.abs(converged)))
+
+
 def test_sliding_box_decelerates_at_mu_g_on_the_pyramid_edges():
     """Launched at 2 m/s along a pyramid's edge plane (the contact frame's first tangent), a box decelerates at ``mu
     g`` within 1e-3 with every corner's friction at ``-mu`` times its normal force, rising less than 0.5 mm on its

@@ -24,7 +24,10 @@ inertias, then (7.18)): no mass matrix, no ``J M^-1 J*``. A contact between two 
 Hessian; a scene with one is solved with the dense matrix ``M + J* diag(h) J`` instead (`DenseMetric`). The step
 length is exact: ``f`` along ``dv`` is piecewise quadratic, its slope piecewise linear and increasing, and its
 root lies between the two breakpoints where the slope changes sign. ``f`` is piecewise quadratic, so once a step
-keeps every row in its zone it lands on the minimum, and the iteration stops there.
+keeps every row in its zone it lands on the minimum, and the iteration stops there. The first step takes its
+zones from the warm start's impulses (the last step's) rather than from the velocity they give: a stiff row's
+impulse moves far for a small change of velocity, so the velocity loses the zones that the impulses keep, and
+with the last step's zones the first step lands on the solution wherever no row changed zone.
 
 Derivatives. At the solution the impulses are a fixed point ``p = P(p, theta) = clip(-D (J (v_free + M^-1 J* p) -
 v_star), lo, hi)``, whose derivative in ``p`` is ``-H A`` (``H = diag(h)``, ``A = J M^-1 J*``), so the implicit
@@ -42,12 +45,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.batching import full_precision, vmap_in_cpu_chunks
-from jaxmb.dynamics.ab_steps import inertia_step
+from jaxmb.dynamics.ab_steps import ToParent, acceleration_step, articulated_step, inertia_step
 from jaxmb.dynamics.articulated import solve_factored
 from jaxmb.model import pytree_dataclass
 from jaxmb.sim.solver import stopping_tolerance
 from jaxmb.spatial import Transform
-from jaxmb.sweeps import up
+from jaxmb.sweeps import down, up
 
 
 @pytree_dataclass
@@ -82,26 +85,41 @@ class TreeMetric:
         """``M^-1 x`` (nv,) by the factored solve (7.18)."""
         return solve_factored(self, self.X, self.H, self.G, self.D, x)[0]
 
-    def hessian_inverse(self, h, J):
-        """``x -> (M + J* diag(h) J)^-1 x``: the inertias with the rows' ``h d d*`` added to their bodies and the
-        armature with the joint rows' ``h``, factored by the articulated-body sweep (``J`` itself is not needed:
-        ``d`` and ``coordinate`` are its rows)."""
+    def _hessian_inertias(self, h):
+        """The body inertias (nb, 6, 6) with the rows' ``h d d*`` added to their bodies, and the armature (nv,) with
+        the joint rows' ``h`` (``J`` itself is not needed: ``d`` and ``coordinate`` are its rows)."""
         m = self.d.shape[0]
         one_hot = jnp.asarray(np.eye(self.nb)[list(self.body)].T if m else np.zeros((self.nb, 0)), h.dtype)
         added = jnp.einsum("bm,m,mi,mj->bij", one_hot, h[:m], self.d, self.d)
         armature = self.armature + h[m:] @ jnp.asarray(np.eye(self.armature.shape[0])[list(self.coordinate)], h.dtype)
-        _, dof = up(self.topology, inertia_step, jnp.zeros((6, 6), h.dtype), self.X, self.I + added,
-                    dofs=(self.H, armature))
+        return self.I + added, armature
+
+    def hessian_inverse(self, h, J):
+        """``x -> (M + J* diag(h) J)^-1 x``: the factors of the tree with the inertias of `_hessian_inertias` by the
+        articulated-body sweep, then the factored solve (7.18) of each ``x``."""
+        I, armature = self._hessian_inertias(h)
+        _, dof = up(self.topology, inertia_step, jnp.zeros((6, 6), h.dtype), self.X, I, dofs=(self.H, armature))
         return lambda x: solve_factored(self, self.X, self.H, dof.G, dof.D, x)[0]
 
     def hessian_solve(self, h, J, x):
-        """``(M + J* diag(h) J)^-1 x`` (nv,), batched on the CPU in chunks with the batch last, as the
+        """``(M + J* diag(h) J)^-1 x`` (nv,) for one ``x``: the forward dynamics of the tree with the inertias of
+        `_hessian_inertias` under the joint forces ``x``, at rest and without gravity (Alg 7.2, passes 1 and 2: the
+        factorization and the solve's up sweep in one). Batched on the CPU in chunks with the batch last, as the
         articulated-body functions are (`jaxmb.batching.vmap_in_cpu_chunks`): for the primal iterations, which
         are not differentiated."""
-        return _tree_hessian_solve(self, h, J, x)
+        return _tree_hessian_solve(self, h, x)
 
 
-_tree_hessian_solve = vmap_in_cpu_chunks(lambda metric, h, J, x: metric.hessian_inverse(h, J)(x))
+def _accelerations_at_rest(metric: TreeMetric, h, x):
+    I, armature = metric._hessian_inertias(h)
+    zero = jnp.zeros((metric.nb, 6), x.dtype)
+    _, dof = up(metric.topology, articulated_step, ToParent.zero(x.dtype), metric.X, I, zero, zero,
+                dofs=(metric.H, x, armature))
+    return down(metric.topology, acceleration_step, jnp.zeros(6, x.dtype), metric.X, zero,
+                dofs=(dof.G, dof.nu, metric.H))[1]
+
+
+_tree_hessian_solve = vmap_in_cpu_chunks(_accelerations_at_rest)
 
 
 @pytree_dataclass
@@ -143,12 +161,30 @@ class Problem(NamedTuple):
     metric: TreeMetric | DenseMetric
 
 
+class Zones(NamedTuple):
+    """Where each row's impulse is (n,): ``inside`` its bounds (``p = -D w``, the Hessian's weight ``D``), else at
+    its upper bound where ``above``, at its lower one where not."""
+
+    inside: jnp.ndarray
+    above: jnp.ndarray
+
+
+def zones(prob: Problem, p) -> Zones:
+    """The `Zones` of the impulses ``p`` (n,)."""
+    return Zones((p > prob.lo) & (p < prob.hi), p >= prob.hi)
+
+
+def in_zones(prob: Problem, w, z: Zones):
+    """``(p, h)`` (n,): the impulses at the row velocities ``w = J v - v_star`` and the Hessian's weights, with each
+    row in its zone of ``z``: the piecewise-quadratic ``f`` as the one quadratic of those zones."""
+    p = jnp.where(z.inside, -prob.D * w, jnp.where(z.above, prob.hi, prob.lo))
+    return p, jnp.where(z.inside, prob.D, 0.0)
+
+
 def impulses(prob: Problem, w):
     """``(p, h)`` (n,) at the row velocities ``w = J v - v_star``: the impulses ``clip(-D w, lo, hi)`` and the
     Hessian's weights, ``D`` where the impulse is strictly inside its bounds, else zero."""
-    y = -prob.D * w
-    inside = (y > prob.lo) & (y < prob.hi)
-    return jnp.clip(y, prob.lo, prob.hi), jnp.where(inside, prob.D, 0.0)
+    return in_zones(prob, w, zones(prob, -prob.D * w))
 
 
 def penalty(prob: Problem, w):
@@ -190,27 +226,35 @@ class _Iterate(NamedTuple):
 
 
 def _start(prob: Problem, p0):
-    """The warm start ``v_free + M^-1 J* p0`` where it has the lower ``f``, else ``v_free``: ``(v, M (v - v_free))``."""
+    """The warm start ``v_free + M^-1 J* p0`` where it has the lower ``f``, else ``v_free``: ``(v, M (v - v_free),
+    warm)``."""
     M_delta = prob.J.T @ p0
     delta = prob.metric.inverse(M_delta)
     cold = penalty(prob, prob.J @ prob.v_free - prob.v_star)
     warm = 0.5 * delta @ M_delta + penalty(prob, prob.J @ (prob.v_free + delta) - prob.v_star)
     better = warm < cold
-    return prob.v_free + jnp.where(better, delta, 0.0), jnp.where(better, M_delta, 0.0)
+    return prob.v_free + jnp.where(better, delta, 0.0), jnp.where(better, M_delta, 0.0), better
 
 
-def _newton_step(prob: Problem, it: _Iterate, tol) -> _Iterate:
+def _newton_step(prob: Problem, it: _Iterate, tol, z: Zones | None = None) -> _Iterate:
+    """One Newton step with exact line search on ``f`` from ``it``, the Hessian and gradient those of ``f``'s
+    quadratic in the zones ``z`` (None: those of ``it``'s velocity, the Taylor model). Any zones give a descent
+    direction, and where they are the solution's the step lands on it: the warm start's impulses carry their
+    zones, which a velocity a little off the last step's would lose (stiff rows move their impulses far for a small
+    change of velocity)."""
     J = prob.J
     w = J @ it.v - prob.v_star
-    p, h = impulses(prob, w)
+    if z is None:
+        z = zones(prob, -prob.D * w)
+    p, h = in_zones(prob, w, z)
     g = it.M_delta - J.T @ p
     dv = -prob.metric.hessian_solve(h, J, g)
     dw = J @ dv
     M_dv = -g - J.T @ (h * dw)
     alpha = line_search(prob, w, dw, dv @ it.M_delta, dv @ M_dv)
     v = it.v + alpha * dv
-    _, h_next = impulses(prob, w + alpha * dw)
-    same_zones = jnp.all((h_next > 0) == (h > 0))
+    reached = zones(prob, -prob.D * (w + alpha * dw))
+    same_zones = jnp.all((reached.inside == z.inside) & (reached.above == z.above))
     small = jnp.max(jnp.abs(alpha * dv), initial=0.0) <= tol * jnp.max(jnp.abs(v), initial=0.0)
     return _Iterate(it.k + 1, v, it.M_delta + alpha * M_dv, ~(same_zones | small))
 
@@ -227,8 +271,10 @@ def solve(prob: Problem, p0, iterations: int, tolerance: float = 0.0):
 @full_precision
 def _solve(prob, p0, iterations, tolerance):
     tol = stopping_tolerance(tolerance, prob.v_free.dtype)
-    v, M_delta = _start(prob, p0)
-    it = _Iterate(jnp.zeros((), jnp.int32), v, M_delta, jnp.asarray(True))
+    v, M_delta, warm = _start(prob, p0)
+    first = jax.tree.map(lambda a, b: jnp.where(warm, a, b), zones(prob, p0),
+                         zones(prob, -prob.D * (prob.J @ v - prob.v_star)))
+    it = _newton_step(prob, _Iterate(jnp.zeros((), jnp.int32), v, M_delta, jnp.asarray(True)), tol, first)
     it = jax.lax.while_loop(lambda it: it.going & (it.k < iterations), lambda it: _newton_step(prob, it, tol), it)
     return impulses(prob, prob.J @ it.v - prob.v_star)[0]
 
