@@ -323,6 +323,18 @@ class ConstraintForces(NamedTuple):
     solution: jnp.ndarray | None = None
 
 
+def _contacts_and_compliant_forces(scene, T, ab, dtype):
+    """``(con, f_ext, force)``: the contact slots (None without geometry), and the compliant model's body forces
+    (nb, 6) and contact-frame forces (nc, 3) at the velocities ``ab.V`` (zeros under the constraint model)."""
+    f_ext = jnp.zeros((scene.tree.nb, 6), dtype)
+    force = jnp.zeros((scene.nc, 3), dtype)
+    con = contacts(scene, T) if scene.nc else None
+    if scene.nc and scene.options.contact == "compliant":
+        force = compliant_forces(scene, T, ab.V, con)
+        f_ext = body_forces(scene, T, con, world_forces(con, force))
+    return con, f_ext, force
+
+
 def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintForces:
     """Solve the step's constraints at ``(q, qd)`` under the applied joint forces ``tau`` (nv,): ``model`` is the
     scene's model, or the one whose armature carries the implicit damping (`jaxmb.sim.integrators`), ``ab`` its
@@ -333,13 +345,8 @@ def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintFo
         return newton_forces(scene, model, q, qd, dt, warm, T, ab)
     dtype = qd.dtype
     nc = scene.nc
-    f_ext = jnp.zeros((scene.tree.nb, 6), dtype)
     tau_c = jnp.zeros(qd.shape[0], dtype)
-    force = jnp.zeros((nc, 3), dtype)
-    con = contacts(scene, T) if nc else None
-    if nc and scene.options.contact == "compliant":
-        force = compliant_forces(scene, T, ab.V, con)
-        f_ext = body_forces(scene, T, con, jnp.einsum("cji,cj->ci", con.frame, force))
+    con, f_ext, force = _contacts_and_compliant_forces(scene, T, ab, dtype)
     limits, frictions = limit_rows(scene, q, dt), friction_rows(scene, dt, dtype)
     solve_contacts = nc and scene.options.contact == "constraint"
     if not solve_contacts and not limits.E.shape[0] + frictions.E.shape[0]:
@@ -399,12 +406,7 @@ def newton_forces(scene, model, q, qd, dt, warm, T, ab) -> ConstraintForces:
     down sweep; exact from the dense ``M`` where a contact has two moving sides), a joint row's ``1/D`` of its
     coordinate (its compliance with the parent held). ``model`` a tree."""
     dtype, tree, nc = qd.dtype, scene.tree, scene.nc
-    f_ext = jnp.zeros((tree.nb, 6), dtype)
-    force = jnp.zeros((nc, 3), dtype)
-    con = contacts(scene, T) if nc else None
-    if nc and scene.options.contact == "compliant":
-        force = compliant_forces(scene, T, ab.V, con)
-        f_ext = body_forces(scene, T, con, jnp.einsum("cji,cj->ci", con.frame, force))
+    con, f_ext, force = _contacts_and_compliant_forces(scene, T, ab, dtype)
     rows = joint_rows(scene, q, dt)
     c = nc if nc and scene.options.contact == "constraint" else 0
     if not c and not rows.E.shape[0]:
