@@ -36,8 +36,12 @@ def stacked_boxes():
     return scene, q0
 
 
+def constraints_at(scene, state, dt):
+    return euler(scene, state.q, state.qd, jnp.zeros(scene.nu), dt, state.impulse).constraints
+
+
 def problem_at(scene, state, dt):
-    cf = euler(scene, state.q, state.qd, jnp.zeros(scene.nu), dt, state.impulse).constraints
+    cf = constraints_at(scene, state, dt)
     return cf.problem, cf.impulse
 
 
@@ -66,7 +70,8 @@ def as_newton(scene, regularization=1e-2):
 def test_impulses_are_the_box_constrained_dual_solution(quadruped):
     """On a box sliding and tipping (four pyramids, the articulated-body Hessian), on the quadruped landing on its
     feet with its twelve limit rows, and on two stacked boxes (contacts between moving bodies: the dense Hessian),
-    the Newton impulses equal the dual's solved by 20000 sweeps to 1e-10 relative."""
+    the Newton impulses equal the dual's solved by 20000 sweeps to 1e-10 relative, and the velocity that the solver
+    returns and the step takes is that of its impulses, ``v_free + M^-1 J* p``, to 1e-10 relative."""
     box_newton = box_scene(mu=0.4, solver="newton")
     model, scenes, q0, pose = quadruped
     walk = as_newton(scenes["constraint"])
@@ -75,12 +80,15 @@ def test_impulses_are_the_box_constrained_dual_solution(quadruped):
              (walk, rollout(walk, init_state(walk, q0), 0.002, ctrls=jnp.tile(pose, (60, 1)))[0]),
              (stack, rollout(stack, init_state(stack, q_stack), 0.001, steps=30)[0])]
     for scene, state in cases:
-        prob, p = fast_jit(problem_at)(scene, state, 0.002)
+        cf = fast_jit(constraints_at)(scene, state, 0.002)
+        prob, p = cf.problem, cf.impulse
         assert isinstance(prob.metric, newton.DenseMetric) == (scene is stack)
         reference = solver.solve(dual(prob), jnp.zeros_like(p), 20000, 0.0)
         scale = float(jnp.max(jnp.abs(reference)))
         assert scale > 1e-3  # in contact
         assert float(jnp.max(jnp.abs(p - reference))) < 1e-10 * scale
+        v = prob.v_free + prob.metric.inverse(prob.J.T @ p)
+        assert float(jnp.max(jnp.abs(cf.velocity - v))) < 1e-10 * float(jnp.max(jnp.abs(v)))
 
 
 def test_articulated_body_hessian_solve_is_the_dense_one():
@@ -190,8 +198,11 @@ def test_implicit_derivatives_match_finite_differences():
     scene = box_scene(mu=0.4, solver="newton")
     prob, p0 = fast_jit(problem_at)(scene, tilted_box_state(scene), 0.001)
 
+    assert np.allclose(prob.J, prob.metric.d, rtol=0, atol=1e-15)  # the box's rows are its body rows: d moves with J
+
     def impulses(v_free, J, v_star):
-        return newton.solve(prob._replace(v_free=v_free, J=J, v_star=v_star), p0, 30, 1e-12)
+        metric = dataclasses.replace(prob.metric, d=J)
+        return newton.solve(prob._replace(v_free=v_free, J=J, v_star=v_star, metric=metric), p0, 30, 1e-12)
 
     check_grads(impulses, (prob.v_free, prob.J, prob.v_star), eps=1e-7, atol=1e-6, rtol=1e-5)
 

@@ -53,7 +53,6 @@ from jaxmb.batching import sum_rows
 from jaxmb.dynamics.articulated import solve_factored
 from jaxmb.dynamics.compliance import unit_forces, walk_columns
 from jaxmb.dynamics.mass import mass_matrix
-from jaxmb.dynamics.opspace import upsilon_of_factors
 from jaxmb.hinges import body_inertias, hinge_map, joint_poses
 from jaxmb.kinematics import jacobian_rows
 from jaxmb.sim.closed_loops import is_closed, loop_space
@@ -61,7 +60,7 @@ from jaxmb.sim.collision import Contacts, collide
 from jaxmb.sim.geometry import DEFAULT_FRICTION, geom_poses
 from jaxmb.sim.newton import DenseMetric, TreeMetric
 from jaxmb.sim.newton import Problem as NewtonProblem
-from jaxmb.sim.newton import solve as newton_solve
+from jaxmb.sim.newton import solution as newton_solution
 from jaxmb.sim.solver import Problem, solve
 from jaxmb.spatial import Transform, cross3, mv
 
@@ -312,7 +311,8 @@ class ConstraintForces(NamedTuple):
     a capped step left out), the next warm start, ``force`` (nc, 3) contact forces in the contact frames (zeros
     without contact), ``contacts`` the contact slots (None without geometry), ``problem`` the solver's
     `jaxmb.sim.solver.Problem` or `jaxmb.sim.newton.Problem` (None without solver rows) and ``solution`` its
-    impulses, to check them by."""
+    impulses, to check them by, and ``velocity`` (nv,) the velocity after the step where the solver found it with
+    the impulses (the Newton solver without compliant contact), else None."""
 
     tau: jnp.ndarray
     f_ext: jnp.ndarray
@@ -321,6 +321,7 @@ class ConstraintForces(NamedTuple):
     contacts: Contacts | None
     problem: Problem | NewtonProblem | None = None
     solution: jnp.ndarray | None = None
+    velocity: jnp.ndarray | None = None
 
 
 def _contacts_and_compliant_forces(scene, T, ab, dtype):
@@ -439,16 +440,16 @@ def newton_forces(scene, model, q, qd, dt, warm, T, ab) -> ConstraintForces:
     else:
         metric = TreeMetric(X, H, ab.G, ab.D, body_inertias(model), model.armature, d, tree.topology, body,
                             coordinate)
-        Y = upsilon_of_factors(tree.topology, X, H, ab.G, ab.D)[np.asarray(body, int)]
-        diag = jnp.concatenate([jnp.einsum("mi,mij,mj->m", d, Y, d), joint_diag])
+        diag = jnp.concatenate([metric.row_diagonal(), joint_diag])
     R = scene.contact.regularization * diag + jnp.finfo(dtype).tiny ** 0.5
     zero = jnp.zeros(4 * c, dtype)
     prob = NewtonProblem(J, qd + dt * ab.qdd, v_star, 1.0 / R, jnp.concatenate([zero, rows.lo]),
                          jnp.concatenate([zero + jnp.inf, rows.hi]), metric)
-    p = newton_solve(prob, warm, scene.options.iterations, scene.options.tolerance)
+    p, v = newton_solution(prob, warm, scene.options.iterations, scene.options.tolerance)
     if c:
         force = jnp.einsum("ce,cer->cr", p[: 4 * c].reshape(c, 4), E) / dt
-    return ConstraintForces(J.T @ p / dt, f_ext, p, force, con, prob, p)
+    compliant = scene.nc and scene.options.contact == "compliant"  # (its forces are not in v_free)
+    return ConstraintForces(J.T @ p / dt, f_ext, p, force, con, prob, p, None if compliant else v)
 
 
 def _softened(diagonal, nc):

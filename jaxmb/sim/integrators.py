@@ -173,13 +173,16 @@ def euler(scene, q, qd, ctrl, dt, warm, implicit=False, position_gains=True) -> 
         D = scene.joints.damping + actuator_damping(scene.actuators, scene.tree.nv, dt, position_gains)
         model = with_armature(model, dt * D)
     tau, T, ab, cf = _solved(scene, model, q, qd, ctrl, dt, warm)
-    qdd = _constrained_accelerations(scene, model, q, qd, tau, ab, cf)
-    if implicit and scene.nc and scene.options.contact == "compliant":
-        extra = implicit_compliant_forces(scene, model, q, T, cf.contacts, ab, qdd, dt)
-        cf = cf._replace(f_ext=cf.f_ext + body_forces(scene, T, cf.contacts, world_forces(cf.contacts, extra)),
-                         force=cf.force + extra)
-        qdd = _accelerations(model, q, qd, tau + cf.tau, cf.f_ext)
-    qd_next = qd + dt * qdd
+    if cf.velocity is not None:
+        qd_next = cf.velocity
+    else:
+        qdd = _constrained_accelerations(scene, model, q, qd, tau, ab, cf)
+        if implicit and scene.nc and scene.options.contact == "compliant":
+            extra = implicit_compliant_forces(scene, model, q, T, cf.contacts, ab, qdd, dt)
+            cf = cf._replace(f_ext=cf.f_ext + body_forces(scene, T, cf.contacts, world_forces(cf.contacts, extra)),
+                             force=cf.force + extra)
+            qdd = _accelerations(model, q, qd, tau + cf.tau, cf.f_ext)
+        qd_next = qd + dt * qdd
     if is_closed(model):
         q_next, closed = loop_advance(model, q, qd_next, dt)
         return Advance(q_next, qd_next, cf, closed)

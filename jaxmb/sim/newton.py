@@ -16,18 +16,20 @@ that `jaxmb.sim.solver` solves by sweeps with Coulomb's exact cone. This one rel
 normal velocity for ``mu`` times the slip, so a body sliding fast rides on its contacts a little, as in MuJoCo.
 
 Newton's method. At ``v`` the rows whose impulse is strictly inside its bounds are active, ``h_i = D_i``, the others
-``h_i = 0``, and the step ``dv`` solves ``(M + J* diag(h) J) dv = -grad f = -(M (v - v_free) - J* p)``. The
-Hessian is the mass matrix of the same tree with each active contact row's ``h d d*`` added to the spatial inertia
-of the body it acts on (``d`` the row in that body's coordinates, ``J_i = d* J_body``) and each active joint row's
-``h`` to its coordinate's armature, so the articulated-body sweep factors it in O(N) (book Alg 7.2 with the added
-inertias, then (7.18)): no mass matrix, no ``J M^-1 J*``. A contact between two moving bodies couples them in the
-Hessian; a scene with one is solved with the dense matrix ``M + J* diag(h) J`` instead (`DenseMetric`). The step
-length is exact: ``f`` along ``dv`` is piecewise quadratic, its slope piecewise linear and increasing, and its
-root lies between the two breakpoints where the slope changes sign. ``f`` is piecewise quadratic, so once a step
-keeps every row in its zone it lands on the minimum, and the iteration stops there. The first step takes its
-zones from the warm start's impulses (the last step's) rather than from the velocity they give: a stiff row's
-impulse moves far for a small change of velocity, so the velocity loses the zones that the impulses keep, and
-with the last step's zones the first step lands on the solution wherever no row changed zone.
+``h_i = 0``, and the step ``dv`` solves ``(M + J* diag(h) J) dv = -grad f = -(M (v - v_free) - J* p)``. The Hessian
+is the mass matrix of the same tree with each active contact row's ``h d d*`` added to the spatial inertia of the
+body it acts on (``d`` the row in that body's coordinates, ``J_i = d* J_body``) and each active joint row's ``h`` to
+its coordinate's armature, so the articulated-body sweep factors it in O(N) (book Alg 7.2 with the added inertias,
+then (7.18)): no mass matrix, no ``J M^-1 J*``. A contact between two moving bodies couples them in the Hessian; a
+scene with one is solved with the dense matrix ``M + J* diag(h) J`` instead (`DenseMetric`). The step length is
+exact: ``f`` along ``dv`` is piecewise quadratic, its slope piecewise linear and increasing, and Newton's method on
+the slope lands on its root once it reaches the root's piece. ``f`` is piecewise quadratic, so once a step keeps
+every row in its zone it lands on the minimum, and the iteration stops there. The first step goes from ``v_free`` to
+the minimum of the quadratic in the zones of the warm start's impulses (the last step's), without a line search: a
+stiff row's impulse moves far for a small change of velocity, so a velocity loses the zones that the impulses keep,
+and with the last step's zones the first step lands on the solution wherever no row changed zone, and near it where
+few did. The steps after it take the zones of their velocity and the exact line search, which makes ``f`` fall from
+there on. The solver returns the velocity after the step, ``v = v_free + M^-1 J* p``, with the impulses.
 
 Derivatives. At the solution the impulses are a fixed point ``p = P(p, theta) = clip(-D (J (v_free + M^-1 J* p) -
 v_star), lo, hi)``, whose derivative in ``p`` is ``-H A`` (``H = diag(h)``, ``A = J M^-1 J*``), so the implicit
@@ -44,9 +46,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.batching import full_precision, vmap_in_cpu_chunks
+from jaxmb.batching import full_precision, in_cpu_chunks, sum_rows, take_rows, vmap_in_cpu_chunks
 from jaxmb.dynamics.ab_steps import ToParent, acceleration_step, articulated_step, inertia_step
 from jaxmb.dynamics.articulated import solve_factored
+from jaxmb.dynamics.opspace import upsilon_of_factors
 from jaxmb.model import pytree_dataclass
 from jaxmb.sim.solver import stopping_tolerance
 from jaxmb.spatial import Transform
@@ -89,10 +92,16 @@ class TreeMetric:
         """The body inertias (nb, 6, 6) with the rows' ``h d d*`` added to their bodies, and the armature (nv,) with
         the joint rows' ``h`` (``J`` itself is not needed: ``d`` and ``coordinate`` are its rows)."""
         m = self.d.shape[0]
-        one_hot = jnp.asarray(np.eye(self.nb)[list(self.body)].T if m else np.zeros((self.nb, 0)), h.dtype)
-        added = jnp.einsum("bm,m,mi,mj->bij", one_hot, h[:m], self.d, self.d)
-        armature = self.armature + h[m:] @ jnp.asarray(np.eye(self.armature.shape[0])[list(self.coordinate)], h.dtype)
+        hd = h[:m, None] * self.d
+        added = sum_rows(hd[:, :, None] * self.d[:, None, :], np.asarray(self.body, int), self.nb) if m else 0.0
+        armature = self.armature + sum_rows(h[m:], np.asarray(self.coordinate, int), self.armature.shape[0])
         return self.I + added, armature
+
+    def row_diagonal(self):
+        """``diag(J M^-1 J*)`` (m,) of the body rows: ``d* Upsilon d`` with ``Upsilon`` the operational-space
+        compliance of each row's body (`jaxmb.upsilon`, one down sweep from the factors), batched on the CPU in
+        chunks with the batch last."""
+        return _row_diagonal(self) if self.body else jnp.zeros(0, self.d.dtype)
 
     def hessian_inverse(self, h, J):
         """``x -> (M + J* diag(h) J)^-1 x``: the factors of the tree with the inertias of `_hessian_inertias` by the
@@ -108,6 +117,14 @@ class TreeMetric:
         articulated-body functions are (`jaxmb.batching.vmap_in_cpu_chunks`): for the primal iterations, which
         are not differentiated."""
         return _tree_hessian_solve(self, h, x)
+
+
+def _row_diagonal_of_one(metric: TreeMetric):
+    Y = take_rows(upsilon_of_factors(metric.topology, metric.X, metric.H, metric.G, metric.D), metric.body)
+    return jnp.einsum("mi,mij,mj->m", metric.d, Y, metric.d)
+
+
+_row_diagonal = in_cpu_chunks(_row_diagonal_of_one)
 
 
 def _accelerations_at_rest(metric: TreeMetric, h, x):
@@ -187,35 +204,44 @@ def impulses(prob: Problem, w):
     return in_zones(prob, w, zones(prob, -prob.D * w))
 
 
-def penalty(prob: Problem, w):
-    """``sum_i s_i(w_i)``: the rows' part of ``f``, ``s(w) = -p w - p^2 / (2 D)`` with ``p = p(w)``."""
-    p, _ = impulses(prob, w)
-    return jnp.sum(-p * w - 0.5 * p * p / prob.D)
+class _Bracket(NamedTuple):
+    k: jnp.ndarray
+    alpha: jnp.ndarray
+    lo: jnp.ndarray  # phi'(lo) <= 0
+    hi: jnp.ndarray  # phi'(hi) > 0, or infinite
+    done: jnp.ndarray
+
+
+LINE_SEARCH_STEPS = 30
+"""The most slope evaluations of one `line_search`."""
 
 
 def line_search(prob: Problem, w, dw, slope0, curvature):
-    """The ``alpha >= 0`` that minimizes ``f(v + alpha dv)``, exactly: its slope ``phi'(alpha) = slope0 + alpha
-    curvature - dw* p(w + alpha dw)`` (``slope0 = dv* M (v - v_free)``, ``curvature = dv* M dv``, ``dw = J dv``) is
-    piecewise linear and increasing, with a breakpoint where a row's impulse reaches a bound. The root lies after
-    the last breakpoint with ``phi' <= 0`` (or 0) and before the first with ``phi' > 0``, where ``phi'`` is linear."""
+    """The ``alpha >= 0`` that minimizes ``f(v + alpha dv)``. Its slope ``phi'(alpha) = slope0 + alpha curvature -
+    dw* p(w + alpha dw)`` (``slope0 = dv* M (v - v_free)``, ``curvature = dv* M dv``, ``dw = J dv``) is piecewise
+    linear and increasing, with a breakpoint where a row's impulse reaches a bound, and negative at zero (``dv`` is
+    a descent direction). Newton's method on it, from ``alpha = 1`` (the minimum of the Taylor model that gave
+    ``dv``), lands on the root once it stands on the root's piece, and the next evaluation confirms it (a change
+    under round-off): exact in a few evaluations of O(n). A step that leaves the bracket ``[lo, hi]`` of the
+    slope's signs is replaced by the bracket's middle (by doubling while no ``hi`` is known). Should
+    `LINE_SEARCH_STEPS` not reach the root, the result is ``lo``, where ``f`` has fallen."""
     dtype = w.dtype
-    safe_dw = jnp.where(dw != 0, dw, 1.0)
-    bounds = jnp.stack([prob.lo, prob.hi])  # (2, n)
-    crossing = (-bounds / prob.D - w) / safe_dw
-    valid = jnp.isfinite(crossing) & (crossing > 0) & (dw != 0)
-    alphas = jnp.concatenate([jnp.zeros(1, dtype), jnp.where(valid, crossing, 0.0).reshape(-1)])
-    usable = jnp.concatenate([jnp.ones(1, bool), valid.reshape(-1)])
+    tol = 8 * jnp.finfo(dtype).eps
 
-    def slope(alpha):
-        return slope0 + alpha * curvature - dw @ impulses(prob, w + alpha * dw)[0]
+    def step(b: _Bracket) -> _Bracket:
+        p, h = impulses(prob, w + b.alpha * dw)
+        slope = slope0 + b.alpha * curvature - dw @ p
+        rate = curvature + jnp.sum(h * dw * dw)  # phi'' on the piece of alpha
+        lo, hi = jnp.where(slope <= 0, b.alpha, b.lo), jnp.where(slope > 0, b.alpha, b.hi)
+        newton = b.alpha - slope / jnp.maximum(rate, jnp.finfo(dtype).tiny)
+        middle = jnp.where(jnp.isfinite(hi), 0.5 * (lo + hi), 2.0 * jnp.maximum(b.alpha, 1.0))
+        alpha = jnp.where(slope == 0, b.alpha, jnp.where((newton > lo) & (newton < hi), newton, middle))
+        return _Bracket(b.k + 1, alpha, lo, hi, jnp.abs(alpha - b.alpha) <= tol * jnp.abs(alpha))
 
-    at = jax.vmap(slope)(alphas)
-    left = jnp.max(jnp.where(usable & (at <= 0), alphas, 0.0))
-    right = jnp.min(jnp.where(usable & (at > 0), alphas, jnp.inf))
-    middle = jnp.where(jnp.isfinite(right), 0.5 * (left + right), left + 1.0)
-    _, h = impulses(prob, w + middle * dw)
-    rate = curvature + jnp.sum(h * dw * dw)
-    return left - slope(left) / jnp.maximum(rate, jnp.finfo(dtype).tiny)
+    one = jnp.ones((), dtype)
+    b = jax.lax.while_loop(lambda b: ~b.done & (b.k < LINE_SEARCH_STEPS), step,
+                           _Bracket(jnp.zeros((), jnp.int32), one, 0.0 * one, jnp.inf * one, jnp.asarray(False)))
+    return jnp.where(b.done, b.alpha, b.lo)
 
 
 class _Iterate(NamedTuple):
@@ -225,33 +251,22 @@ class _Iterate(NamedTuple):
     going: jnp.ndarray
 
 
-def _start(prob: Problem, p0):
-    """The warm start ``v_free + M^-1 J* p0`` where it has the lower ``f``, else ``v_free``: ``(v, M (v - v_free),
-    warm)``."""
-    M_delta = prob.J.T @ p0
-    delta = prob.metric.inverse(M_delta)
-    cold = penalty(prob, prob.J @ prob.v_free - prob.v_star)
-    warm = 0.5 * delta @ M_delta + penalty(prob, prob.J @ (prob.v_free + delta) - prob.v_star)
-    better = warm < cold
-    return prob.v_free + jnp.where(better, delta, 0.0), jnp.where(better, M_delta, 0.0), better
-
-
 def _newton_step(prob: Problem, it: _Iterate, tol, z: Zones | None = None) -> _Iterate:
-    """One Newton step with exact line search on ``f`` from ``it``, the Hessian and gradient those of ``f``'s
-    quadratic in the zones ``z`` (None: those of ``it``'s velocity, the Taylor model). Any zones give a descent
-    direction, and where they are the solution's the step lands on it: the warm start's impulses carry their
-    zones, which a velocity a little off the last step's would lose (stiff rows move their impulses far for a small
-    change of velocity)."""
+    """One Newton step from ``it``, the Hessian and gradient those of ``f``'s quadratic in the zones ``z``: with
+    ``z`` None, those of ``it``'s velocity (the Taylor model) and an exact line search on ``f``; with ``z`` given,
+    the whole step to the minimum of that quadratic (the first step, in the warm start's zones: where they are the
+    solution's it lands on it, and from a velocity near it otherwise the steps with line search go on)."""
     J = prob.J
     w = J @ it.v - prob.v_star
-    if z is None:
+    taylor = z is None
+    if taylor:
         z = zones(prob, -prob.D * w)
     p, h = in_zones(prob, w, z)
     g = it.M_delta - J.T @ p
     dv = -prob.metric.hessian_solve(h, J, g)
     dw = J @ dv
     M_dv = -g - J.T @ (h * dw)
-    alpha = line_search(prob, w, dw, dv @ it.M_delta, dv @ M_dv)
+    alpha = line_search(prob, w, dw, dv @ it.M_delta, dv @ M_dv) if taylor else 1.0
     v = it.v + alpha * dv
     reached = zones(prob, -prob.D * (w + alpha * dw))
     same_zones = jnp.all((reached.inside == z.inside) & (reached.above == z.above))
@@ -259,10 +274,24 @@ def _newton_step(prob: Problem, it: _Iterate, tol, z: Zones | None = None) -> _I
     return _Iterate(it.k + 1, v, it.M_delta + alpha * M_dv, ~(same_zones | small))
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
+class Solution(NamedTuple):
+    """The minimum of ``f``: the impulses ``p`` (n,) and the velocity ``v`` (nv,) after the step, ``v_free + M^-1 J*
+    p``."""
+
+    p: jnp.ndarray
+    v: jnp.ndarray
+
+
 def solve(prob: Problem, p0, iterations: int, tolerance: float = 0.0):
-    """The impulses ``p`` (n,) at the minimum of ``f`` (module docstring) after at most ``iterations`` Newton steps
-    from the warm start ``p0`` (n,), fewer once a step keeps every row in its zone or moves no velocity by more than
+    """The impulses ``p`` (n,) of `solution`."""
+    return solution(prob, p0, iterations, tolerance).p
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
+def solution(prob: Problem, p0, iterations: int, tolerance: float = 0.0) -> Solution:
+    """The `Solution` at the minimum of ``f`` (module docstring) after at most ``iterations`` Newton steps from
+    ``v_free``, the first in the zones of the warm start ``p0`` (n,) (those of ``v_free``'s velocity where ``p0`` is
+    all zeros), fewer once a step keeps every row in its zone or moves no velocity by more than
     `jaxmb.sim.solver.stopping_tolerance` times the largest. Its derivative is the implicit function theorem's at
     the returned point; none flows through ``p0``."""
     return _solve(prob, p0, iterations, tolerance)
@@ -271,32 +300,35 @@ def solve(prob: Problem, p0, iterations: int, tolerance: float = 0.0):
 @full_precision
 def _solve(prob, p0, iterations, tolerance):
     tol = stopping_tolerance(tolerance, prob.v_free.dtype)
-    v, M_delta, warm = _start(prob, p0)
-    first = jax.tree.map(lambda a, b: jnp.where(warm, a, b), zones(prob, p0),
+    v = prob.v_free
+    first = jax.tree.map(lambda a, b: jnp.where(jnp.any(p0 != 0), a, b), zones(prob, p0),
                          zones(prob, -prob.D * (prob.J @ v - prob.v_star)))
-    it = _newton_step(prob, _Iterate(jnp.zeros((), jnp.int32), v, M_delta, jnp.asarray(True)), tol, first)
+    it = _newton_step(prob, _Iterate(jnp.zeros((), jnp.int32), v, jnp.zeros_like(v), jnp.asarray(True)), tol, first)
     it = jax.lax.while_loop(lambda it: it.going & (it.k < iterations), lambda it: _newton_step(prob, it, tol), it)
-    return impulses(prob, prob.J @ it.v - prob.v_star)[0]
+    return Solution(impulses(prob, prob.J @ it.v - prob.v_star)[0], it.v)
+
+
+def velocity(prob: Problem, p):
+    """``v_free + M^-1 J* p`` (nv,): the velocity after the step under the impulses ``p`` (n,)."""
+    return prob.v_free + prob.metric.inverse(prob.J.T @ p)
 
 
 def fixed_point(prob: Problem, p):
-    """``P(p) = p(J (v_free + M^-1 J* p) - v_star)`` (n,): the impulses that the velocity of the impulses ``p``
-    asks for; the solution is its fixed point."""
-    v = prob.v_free + prob.metric.inverse(prob.J.T @ p)
-    return impulses(prob, prob.J @ v - prob.v_star)[0]
+    """``P(p) = p(J velocity(p) - v_star)`` (n,): the impulses that the velocity of the impulses ``p`` asks for; the
+    solution is its fixed point."""
+    return impulses(prob, prob.J @ velocity(prob, p) - prob.v_star)[0]
 
 
-@solve.defjvp
+@solution.defjvp
 @full_precision
-def _solve_jvp(iterations, tolerance, primals, tangents):
+def _solution_jvp(iterations, tolerance, primals, tangents):
     """``dp = (I - H J (M + J* H J)^-1 J*) r`` with ``r`` the derivative of `fixed_point` in the problem at the
-    fixed solution (module docstring). Linear in ``r``, so reverse mode transposes it."""
+    fixed solution (module docstring), and ``dv`` that of `velocity` in the problem and in ``p``. Linear in the
+    tangents, so reverse mode transposes it."""
     prob, p0 = primals
     d_prob, _ = tangents
-    p = solve(prob, p0, iterations, tolerance)
-    _, r = jax.jvp(lambda theta: fixed_point(theta, p), (prob,), (d_prob,))
-    v = prob.v_free + prob.metric.inverse(prob.J.T @ p)
+    sol = solution(prob, p0, iterations, tolerance)
+    (_, v), (r, dv) = jax.jvp(lambda theta: (fixed_point(theta, sol.p), velocity(theta, sol.p)), (prob,), (d_prob,))
     _, h = impulses(prob, prob.J @ v - prob.v_star)
-    inverse = prob.metric.hessian_inverse(h, prob.J)
-    return p, r - h * (prob.J @ inverse(prob.J.T @ r))
-
+    dp = r - h * (prob.J @ prob.metric.hessian_inverse(h, prob.J)(prob.J.T @ r))
+    return sol, Solution(dp, dv + prob.metric.inverse(prob.J.T @ dp))
