@@ -392,6 +392,13 @@ def _summary_rows(suite):
             against += f"; {_fmt(split['ratio_jaxmb_vs_mujoco_c'], 'x')} split{at}"
         rows.append((f"Simulator steps, quadruped trotting on four contacts, {r['dtype']}, batch {r['batch']}", jaxmb,
                      against))
+    split = [r for r in ((suite["scripts"].get("sim") or {}).get("results") or {}).get("sharded") or []
+             if r["scenario"] == "talos" and "newton_steps_per_s" in r]
+    if split:
+        r = max(split, key=lambda r: r["ratio_newton_vs_mujoco_c"])
+        rows.append((f"Simulator steps, humanoid (talos) on feet and hands, `solver=\"newton\"`, {r['dtype']}, batch "
+                     f"{r['batch']} split over {r['devices']} CPU devices", f"{_rate(r['newton_steps_per_s'])} steps/s",
+                     f"{_fmt(r['ratio_newton_vs_mujoco_c'], 'x')} MuJoCo C on {r['mujoco_c_threads']} threads"))
     fused = [r for r in results("fused") if r["dtype"] == "float32" and r["floating_base"]]
     if fused:
         r = max(fused, key=lambda r: r["fused_states_per_s"])
