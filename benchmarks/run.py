@@ -527,7 +527,8 @@ def _sim_table(res):
     for r in res.get("results", []):
         def rate(key):
             return _rate(r[key]) if key in r else "-"
-        lines.append(f"| {r['scenario']}, {r['batch']} | {rate('jaxmb_steps_per_s')} | {rate('mjx_steps_per_s')} | "
+        solver = "" if r.get("solver", "pgs") == "pgs" else f" (`solver=\"{r['solver']}\"`)"
+        lines.append(f"| {r['scenario']}{solver}, {r['batch']} | {rate('jaxmb_steps_per_s')} | {rate('mjx_steps_per_s')} | "
                      f"{rate('mujoco_c_steps_per_s')} | {_fmt(r.get('ratio_jaxmb_vs_mjx'), 'x')} | "
                      f"{_fmt(r.get('ratio_jaxmb_vs_mujoco_c'), 'x')} | {r['jaxmb_compile_s']:.0f} / "
                      + (f"{r['mjx_compile_s']:.0f} s |" if "mjx_compile_s" in r else "- s |"))

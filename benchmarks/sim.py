@@ -5,6 +5,7 @@
     python benchmarks/sim.py             # the same at batches 1, 16, 256, 1024
     python benchmarks/sim.py --tiny      # the panda at batch 2 and the box's solver study, no reverse mode (tests)
     python benchmarks/sim.py --gpu       # on a GPU: the quadruped and the panda at batches 8192 and 65536
+    python benchmarks/sim.py --gpu --solver newton   # the steps/s rows with the Newton solver (default: pgs)
 
 Scenarios, each a floating or fixed base under gravity with MuJoCo-style ``position`` servos (``kp``, ``kv``, a
 force limit) on every actuated joint and the URDF's joint limits enforced on both sides. MuJoCo's solver takes the
@@ -311,16 +312,22 @@ def mujoco_c(m, q_mj, ctrls):
     return f, state[:, -1, 1:1 + m.nq]
 
 
-def throughput(name, batches, steps, dtype, peers=("mjx", "mujoco_c"), cache=None, c_max_batch=None):
-    """Rows of steps/s of jaxmb and its ``peers`` (of "mjx", "mujoco_c"; MuJoCo C only up to ``c_max_batch``
-    worlds) for one scenario at each batch. ``cache``
+def solver_options(solver):
+    """`make_scene` keywords of a constraint solver: the scenario's ``limit_rows`` for Gauss-Seidel, every limit
+    row for Newton (which takes no cap)."""
+    return dict(solver="newton", limit_rows=None) if solver == "newton" else {}
+
+
+def throughput(name, batches, steps, dtype, peers=("mjx", "mujoco_c"), cache=None, c_max_batch=None, solver="pgs"):
+    """Rows of steps/s of jaxmb (with the constraint ``solver``) and its ``peers`` (of "mjx", "mujoco_c"; MuJoCo C
+    only up to ``c_max_batch`` worlds) for one scenario at each batch. ``cache``
     (a dict) keeps the compiled calls of a robot by batch: the quadruped's standing and trotting differ only in
     their controls, arguments of the same two programs."""
     sc = scenario(name)
     robot = name.split("_")[0]
     cache = {} if cache is None else cache
     if robot not in cache:
-        scene, q0 = jaxmb_scene(sc, dtype)
+        scene, q0 = jaxmb_scene(sc, dtype, **solver_options(solver))
         m, q_index = mujoco_model(sc, scene) if peers else (None, None)
         cache[robot] = dict(scene=scene, q0=q0, m=m, q_index=q_index, f_jm=jaxmb_rollout(scene),
                             f_mjx=mjx_rollout(m) if "mjx" in peers else None)
@@ -339,7 +346,7 @@ def throughput(name, batches, steps, dtype, peers=("mjx", "mujoco_c"), cache=Non
             c[("jaxmb", b, steps)] = compile_time(c["f_jm"], states, u)
         c_jm, g_jm = c[("jaxmb", b, steps)]
         final = g_jm(states, u)
-        row = dict(scenario=name, batch=b, steps=steps, dtype=jnp.dtype(dtype).name, nv=int(scene.model.nv),
+        row = dict(scenario=name, batch=b, steps=steps, dtype=jnp.dtype(dtype).name, solver=solver, nv=int(scene.model.nv),
                    contact_slots=int(scene.nc), solver_rows=int(scene.rows), jaxmb_compile_s=c_jm,
                    jaxmb_sanity=sanity(final.q, sc["floating"]), jaxmb_diverged=int(jnp.sum(final.diverged != 0)))
         calls = [("jaxmb", g_jm, (states, u))]
@@ -387,7 +394,7 @@ def sharded_throughput(names, batches, steps, dtype):
         f = jaxmb_rollout(scene, sharded=True)
         ctrls = sc["ctrls"](steps)
         u = jnp.asarray(ctrls, dtype)
-        scene_nt, _ = jaxmb_scene(sc, dtype, solver="newton", limit_rows=None)
+        scene_nt, _ = jaxmb_scene(sc, dtype, **solver_options("newton"))
         f_nt = jaxmb_rollout(scene_nt, sharded=True)
         for b in [b for b in batches if b > 1 and b % devices == 0]:
             q = initial_configurations(scene, sc, q0, b)
@@ -422,8 +429,7 @@ def solver_throughput(names, batch, steps, dtype):
         u = jnp.asarray(sc["ctrls"](steps), dtype)
         calls, compile_s, sanity_of = [], {}, {}
         for solver in ("pgs", "newton"):
-            options = dict(solver=solver) if solver == "pgs" else dict(solver=solver, limit_rows=None)
-            scene, q0 = jaxmb_scene(sc, dtype, **options)
+            scene, q0 = jaxmb_scene(sc, dtype, **solver_options(solver))
             q = initial_configurations(scene, sc, q0, batch)
             states = jax.vmap(lambda x: init_state(scene, x))(jnp.asarray(q, dtype))
             compile_s[solver], g = compile_time(jaxmb_rollout(scene), states, u)
@@ -650,6 +656,8 @@ def main():
     ap.add_argument("--grad-batch", type=int, default=None)
     ap.add_argument("--grad-steps", type=int, default=None)
     ap.add_argument("--memory-steps", type=int, default=None)
+    ap.add_argument("--solver", choices=("pgs", "newton"), default="pgs",
+                    help="jaxmb's constraint solver in the steps/s rows (the other tables measure both)")
     ap.add_argument("--no-save", action="store_true")
     ap.add_argument("--sharded-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -703,7 +711,7 @@ def main():
     print("== steps/s (float32)")
     for name in args.scenarios:
         payload["results"] += throughput(name, args.batches, args.steps, dtype, peers, cache,
-                                         defaults.get("c_max_batch"))
+                                         defaults.get("c_max_batch"), args.solver)
         checkpoint()
     if "mujoco_c" in peers and jax.default_backend() == "cpu" and os.cpu_count() > 1 and not args.tiny:
         print(f"== steps/s over {os.cpu_count()} CPU devices, one per core (float32)")
