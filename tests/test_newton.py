@@ -91,6 +91,40 @@ def test_impulses_are_the_box_constrained_dual_solution(quadruped):
         assert float(jnp.max(jnp.abs(cf.velocity - v))) < 1e-10 * float(jnp.max(jnp.abs(v)))
 
 
+def test_line_search_lands_on_the_root_of_the_piecewise_linear_slope():
+    """On random rows (unilateral and two-sided, stiffnesses over two decades, most of them crossing a bound along the
+    step), the line search's step length is the root of the slope ``phi'`` found by evaluating it at every
+    breakpoint in numpy, to 1e-12 relative."""
+    rng = np.random.default_rng(0)
+    checked = 0
+    for _ in range(60):
+        n = 40
+        D = rng.uniform(0.5, 50.0, n)
+        lo = np.where(rng.random(n) < 0.3, -rng.uniform(0.0, 1.0, n), 0.0)
+        hi = np.where(lo < 0, -lo, np.inf)
+        w, dw = rng.normal(size=n) * 0.1, rng.normal(size=n) * 0.1
+        curvature = rng.uniform(0.01, 1.0)
+        p0 = np.clip(-D * w, lo, hi)
+        slope0 = dw @ p0 - abs(rng.normal())  # phi'(0) = slope0 - dw* p(w) < 0: a descent direction
+
+        def slope(alpha):
+            return slope0 + alpha * curvature - dw @ np.clip(-D * (w + alpha * dw), lo, hi)
+
+        with np.errstate(divide="ignore", invalid="ignore"):
+            crossings = np.concatenate([(-lo / D - w) / dw, (-hi / D - w) / dw])
+        points = np.sort(np.concatenate([[0.0], crossings[np.isfinite(crossings) & (crossings > 0)]]))
+        at = np.array([slope(a) for a in points])
+        k = np.flatnonzero(at <= 0)[-1]
+        right = points[k + 1] if k + 1 < len(points) else points[k] + 1.0
+        rate = (slope(right) - at[k]) / (right - points[k])
+        expected = points[k] - at[k] / rate
+        prob = newton.Problem(None, None, None, jnp.asarray(D), jnp.asarray(lo), jnp.asarray(hi), None)
+        alpha = float(newton.line_search(prob, jnp.asarray(w), jnp.asarray(dw), slope0, curvature))
+        assert abs(alpha - expected) < 1e-12 * expected, (alpha, expected)
+        checked += k > 0  # the root past a breakpoint
+    assert checked > 30
+
+
 def test_articulated_body_hessian_solve_is_the_dense_one():
     """``(M + J* diag(h) J)^-1 x`` by the articulated-body sweep with the active rows as added body inertias and
     armature equals the dense solve with the mass matrix, on a random floating tree of every joint kind with
