@@ -543,11 +543,14 @@ def _sim_table(res):
                      f"{r['jaxmb_compile_s']:.0f} s " + newton)
     if res.get("solvers"):
         lines += ["", "| scenario, batch, one device | Gauss-Seidel steps/s | Newton steps/s | Newton / Gauss-Seidel | "
-                  "MuJoCo C | compile Gauss-Seidel / Newton |", "|---|---|---|---|---|---|"]
+                  "Newton on pyramids | pyramids / elliptic | MuJoCo C | compile Gauss-Seidel / Newton |",
+                  "|---|---|---|---|---|---|---|---|"]
     for r in res.get("solvers") or []:
+        pyramids = ("| - | - |" if "pyramidal_steps_per_s" not in r else
+                    f"| {_rate(r['pyramidal_steps_per_s'])} | {_fmt(r['ratio_pyramidal_vs_newton'], 'x')} |")
         lines.append(f"| {r['scenario']}, {r['batch']} | {_rate(r['pgs_steps_per_s'])} | "
-                     f"{_rate(r['newton_steps_per_s'])} | {_fmt(r['ratio_newton_vs_pgs'], 'x')} | "
-                     f"{_rate(r['mujoco_c_steps_per_s'])} | {r['pgs_compile_s']:.0f} / {r['newton_compile_s']:.0f} s |")
+                     f"{_rate(r['newton_steps_per_s'])} | {_fmt(r['ratio_newton_vs_pgs'], 'x')} " + pyramids +
+                     f" {_rate(r['mujoco_c_steps_per_s'])} | {r['pgs_compile_s']:.0f} / {r['newton_compile_s']:.0f} s |")
     if res.get("gradient") or res.get("memory"):
         lines += ["", "| reverse mode (jaxmb) | figure | compile |", "|---|---|---|"]
     for g in res.get("gradient", []):

@@ -54,8 +54,8 @@ Measured:
   solver's sweeps covers more worlds), with each of jaxmb's two constraint solvers. Measured in a child process:
   MJX's CPU programs stall in a process with several CPU devices.
 * solvers: at the largest batch, steps/s with the projected Gauss-Seidel solver (the scenario's ``limit_rows``)
-  and with ``solver="newton"`` (every limit row; its own default regularization), timed in alternating rounds with
-  MuJoCo C.
+  and with ``solver="newton"`` (every limit row; its own default regularization) on elliptic cones (the default,
+  as MuJoCo's model here) and on pyramids (``cone="pyramidal"``), timed in alternating rounds with MuJoCo C.
 * gradient: ``jax.grad`` of ``sum(q_final^2) + sum(qd_final^2)`` with respect to the (batch, steps, nu) controls
   through a ``--grad-steps`` (100) step rollout, at batch ``--grad-batch``, over the forward rollout's time (MJX's
   solver loop is a ``while_loop``, which JAX cannot differentiate in reverse: no peer).
@@ -312,10 +312,10 @@ def mujoco_c(m, q_mj, ctrls):
     return f, state[:, -1, 1:1 + m.nq]
 
 
-def solver_options(solver):
+def solver_options(solver, cone="elliptic"):
     """`make_scene` keywords of a constraint solver: the scenario's ``limit_rows`` for Gauss-Seidel, every limit
-    row for Newton (which takes no cap)."""
-    return dict(solver="newton", limit_rows=None) if solver == "newton" else {}
+    row and the friction ``cone`` for Newton (which takes no cap)."""
+    return dict(solver="newton", limit_rows=None, cone=cone) if solver == "newton" else {}
 
 
 def throughput(name, batches, steps, dtype, peers=("mjx", "mujoco_c"), cache=None, c_max_batch=None, solver="pgs"):
@@ -420,34 +420,37 @@ def sharded_throughput(names, batches, steps, dtype):
 
 
 def solver_throughput(names, batch, steps, dtype):
-    """Rows of steps/s at ``batch`` of each scenario with the projected Gauss-Seidel solver and with the Newton solver
-    (``make_scene(solver="newton")``, every limit row), timed in alternating rounds with MuJoCo C: what the choice
-    of solver costs or saves."""
+    """Rows of steps/s at ``batch`` of each scenario with the projected Gauss-Seidel solver, with the Newton solver
+    (``make_scene(solver="newton")``, every limit row) on elliptic cones, and with it on pyramids
+    (``cone="pyramidal"``), timed in alternating rounds with MuJoCo C: what the choice of solver and cone costs or
+    saves."""
     rows = []
+    kinds = (("pgs", "pgs", None), ("newton", "newton", "elliptic"), ("pyramidal", "newton", "pyramidal"))
     for name in names:
         sc = scenario(name)
         u = jnp.asarray(sc["ctrls"](steps), dtype)
         calls, compile_s, sanity_of = [], {}, {}
-        for solver in ("pgs", "newton"):
-            scene, q0 = jaxmb_scene(sc, dtype, **solver_options(solver))
+        for key, solver, cone in kinds:
+            scene, q0 = jaxmb_scene(sc, dtype, **solver_options(solver, cone))
             q = initial_configurations(scene, sc, q0, batch)
             states = jax.vmap(lambda x: init_state(scene, x))(jnp.asarray(q, dtype))
-            compile_s[solver], g = compile_time(jaxmb_rollout(scene), states, u)
-            sanity_of[solver] = sanity(g(states, u).q, sc["floating"])
+            compile_s[key], g = compile_time(jaxmb_rollout(scene), states, u)
+            sanity_of[key] = sanity(g(states, u).q, sc["floating"])
             calls.append((g, (states, u)))
         m, q_index = mujoco_model(sc, scene)
         f_c, _ = mujoco_c(m, q[:, q_index], sc["ctrls"](steps))
-        t_pgs, t_nt, t_c = alternating_best_times(*calls, (f_c, ()))
-        row = dict(scenario=name, batch=batch, steps=steps, dtype=jnp.dtype(dtype).name, pgs_steps_per_s=batch * steps
-                   / t_pgs, newton_steps_per_s=batch * steps / t_nt, mujoco_c_steps_per_s=batch * steps / t_c,
-                   ratio_newton_vs_pgs=t_pgs / t_nt, ratio_newton_vs_mujoco_c=t_c / t_nt,
-                   ratio_pgs_vs_mujoco_c=t_c / t_pgs, pgs_compile_s=compile_s["pgs"],
-                   newton_compile_s=compile_s["newton"], pgs_sanity=sanity_of["pgs"],
-                   newton_sanity=sanity_of["newton"], mujoco_c_threads=os.cpu_count())
+        *times, t_c = alternating_best_times(*calls, (f_c, ()))
+        row = dict(scenario=name, batch=batch, steps=steps, dtype=jnp.dtype(dtype).name,
+                   mujoco_c_steps_per_s=batch * steps / t_c, mujoco_c_threads=os.cpu_count())
+        for (key, _, _), t in zip(kinds, times):
+            row.update({f"{key}_steps_per_s": batch * steps / t, f"ratio_{key}_vs_mujoco_c": t_c / t,
+                        f"{key}_compile_s": compile_s[key], f"{key}_sanity": sanity_of[key]})
+        row.update(ratio_newton_vs_pgs=times[0] / times[1], ratio_pyramidal_vs_newton=times[1] / times[2])
         rows.append(row)
         print(f"  {name}, batch {batch}: projected Gauss-Seidel {row['pgs_steps_per_s']:.4g} steps/s (compile "
               f"{compile_s['pgs']:.1f} s), Newton {row['newton_steps_per_s']:.4g} (compile {compile_s['newton']:.1f} "
-              f"s) [newton x{row['ratio_newton_vs_pgs']:.3g}]; MuJoCo C {row['mujoco_c_steps_per_s']:.4g}", flush=True)
+              f"s) [newton x{row['ratio_newton_vs_pgs']:.3g}], on pyramids {row['pyramidal_steps_per_s']:.4g} "
+              f"[x{row['ratio_pyramidal_vs_newton']:.3g}]; MuJoCo C {row['mujoco_c_steps_per_s']:.4g}", flush=True)
     return rows
 
 

@@ -457,6 +457,26 @@ def test_dropped_bodies_rest_at_mujocos_height():
     assert_close(qpos, data.qpos, 1e-5)
 
 
+@pytest.mark.parametrize("cone", ["elliptic", "pyramidal"])
+def test_newton_solver_takes_the_files_friction_cone(cone):
+    """With ``solver="newton"`` the scene takes the file's ``cone``, a keyword's overrides it, and the bodies dropped
+    on the plane come to rest on it (heights 0.05, 0.04, 0.03 to 1e-3: the Newton rows are softer) with the weights
+    carried to 1e-6; the default solver solves Coulomb's elliptic cone whatever the file says."""
+    source = DROPS.replace('integrator="implicitfast"', f'integrator="implicitfast" cone="{cone}"')
+    s, _ = quietly(source, solver="newton")
+    assert s.scene.options.cone == cone and s.scene.rows == (3 if cone == "elliptic" else 4) * s.scene.nc
+    other = "pyramidal" if cone == "elliptic" else "elliptic"
+    assert quietly(source, solver="newton", cone=other)[0].scene.options.cone == other
+    assert quietly(source)[0].scene.options.cone == "elliptic"
+    final = fast_jit(lambda state: sim.rollout(s.scene, state, s.dt, steps=500)[0])(
+        sim.init_state(s.scene, s.mujoco_map.qpos_to_q(s.mj.qpos0)))
+    qpos = s.mujoco_map.q_to_qpos(np.asarray(final.q))
+    heights = [s.mj.jnt_qposadr[s.mj.body(b).jntadr[0]] + 2 for b in ("ball", "brick", "rod")]
+    assert_close(qpos[heights], [0.05, 0.04, 0.03], 1e-3)
+    weight = sum(float(s.mj.body(b).mass[0]) for b in ("ball", "brick", "rod")) * 9.81
+    assert abs(float(jnp.sum(final.contact.force[:, 0])) / weight - 1) < 1e-6
+
+
 def test_barkour_batch_from_keyframe_stands_or_falls_without_diverging():
     """Barkour with a plane in place of its height field (added to the MJCF spec), as a batch of two worlds from
     its keyframe over 2 s: with the keyframe's servo targets it lands, stands (chassis between 0.15 and 0.21 m) and

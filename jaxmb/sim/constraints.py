@@ -33,13 +33,15 @@ columns ``M^-1 e`` come from the factored solve (7.18), one up and one down swee
 the other rows' Jacobian: ``A_ck = J_c M^-1 e``. The step is the uncapped one wherever at most ``k`` limits
 engage; beyond that the least urgent wait for a later step.
 
-Newton rows. A scene with ``solver="newton"`` (`newton_forces`, `jaxmb.sim.newton`) takes each contact as the four
-edges ``E C`` of its friction pyramid (`pyramid`) and every limit and friction row, and needs no compliance: the
-Newton solver's Hessian is the mass matrix with the active rows added as body inertias, each contact row's
-``d = [r x u; u]`` in its body's coordinates (``u`` the edge direction, ``r`` the contact point). An edge's target
-is its normal's plus the part of its velocity that the slip makes, less the fraction ``2 dt / timeconst`` of it
-that MuJoCo's reference acceleration (its damping ``b = 2 / timeconst``) removes in a step: without it the edge
-would lift a sliding body at ``mu`` times its slip within one step.
+Newton rows. A scene with ``solver="newton"`` (`newton_forces`, `jaxmb.sim.newton`) takes each contact as
+Coulomb's elliptic cone on its three rows ``C`` (normal and tangents; ``cone="elliptic"``) or as the four edges
+``E C`` of its friction pyramid (`pyramid`), and every limit and friction row, and needs no compliance: the Newton
+solver's Hessian is the mass matrix with the active rows added as body inertias, each contact row's ``d = [r x u;
+u]`` in its body's coordinates (``u`` the row's direction, ``r`` the contact point). A tangent row's target (an
+edge's: its normal's plus this) is the part of its velocity that the slip makes, less the fraction ``2 dt /
+timeconst`` of it that MuJoCo's reference acceleration (its damping ``b = 2 / timeconst``) removes in a step:
+without it a sliding contact would stop slipping, or lift a sliding body at ``mu`` times its slip, within one
+step.
 """
 
 import functools
@@ -307,8 +309,9 @@ def _target(dist, dt, timeconst):
 class ConstraintForces(NamedTuple):
     """What the constraints of one step apply: ``tau`` (nv,) the generalized force ``J* p / dt`` of the solver's rows
     (contacts, limits, joint friction), ``f_ext`` (nb, 6) the compliant contact forces (body coordinates),
-    ``impulse`` (rows,) the solver's impulses in the scene's rows (`jaxmb.sim.Scene.rows`: zero on the limit rows
-    a capped step left out), the next warm start, ``force`` (nc, 3) contact forces in the contact frames (zeros
+    ``impulse`` (rows,) the next warm start: the solver's impulses in the scene's rows (`jaxmb.sim.Scene.rows`:
+    zero on the limit rows a capped step left out; the Newton solver's cones hold ``-D w`` before the projection,
+    `jaxmb.sim.newton.Solution`), ``force`` (nc, 3) contact forces in the contact frames (zeros
     without contact), ``contacts`` the contact slots (None without geometry), ``problem`` the solver's
     `jaxmb.sim.solver.Problem` or `jaxmb.sim.newton.Problem` (None without solver rows) and ``solution`` its
     impulses, to check them by, and ``velocity`` (nv,) the velocity after the step where the solver found it with
@@ -401,11 +404,12 @@ def one_sided(sd: Sides, nc) -> bool:
 
 
 def newton_forces(scene, model, q, qd, dt, warm, T, ab) -> ConstraintForces:
-    """`constraint_forces` by the Newton solver (`jaxmb.sim.newton`): each contact of the constraint model as the four
-    edges of its friction pyramid, every limit and friction row. The rows' softness ``R = regularization x`` the
-    diagonal of ``J M^-1 J*``: a contact row's from the operational-space compliance of its body (`upsilon`, one
-    down sweep; exact from the dense ``M`` where a contact has two moving sides), a joint row's ``1/D`` of its
-    coordinate (its compliance with the parent held). ``model`` a tree."""
+    """`constraint_forces` by the Newton solver (`jaxmb.sim.newton`): each contact of the constraint model as
+    Coulomb's elliptic cone on its three rows (``cone="elliptic"``) or as the four edges of its friction pyramid,
+    every limit and friction row. The rows' softness ``R = regularization x`` the diagonal of ``J M^-1 J*`` (a
+    cone's three rows take its normal's): a contact row's from the operational-space compliance of its body
+    (`upsilon`, one down sweep; exact from the dense ``M`` where a contact has two moving sides), a joint row's
+    ``1/D`` of its coordinate (its compliance with the parent held). ``model`` a tree."""
     dtype, tree, nc = qd.dtype, scene.tree, scene.nc
     con, f_ext, force = _contacts_and_compliant_forces(scene, T, ab, dtype)
     rows = joint_rows(scene, q, dt)
@@ -416,40 +420,46 @@ def newton_forces(scene, model, q, qd, dt, warm, T, ab) -> ConstraintForces:
     coordinate = tuple(int(j) for j in rows.coordinate)
     joint_diag = 1.0 / ab.D[np.asarray(coordinate, int), 0]
     J, d, v_star, body, dense = rows.E, jnp.zeros((0, 6), dtype), rows.v_star, (), False
+    mu, elliptic = jnp.zeros(0, dtype), scene.options.cone == "elliptic"
+    k = 3 if elliptic else 4  # rows per contact
     if c:
         sd = sides(scene.geometry.body, scene.pairs)
-        E = pyramid(friction(scene))
+        mu = friction(scene) if elliptic else mu
+        E = jnp.eye(3, dtype=dtype)[None].repeat(nc, 0) if elliptic else pyramid(friction(scene))  # rows (nc, k, 3)
         J3 = contact_jacobian(scene, T, con).reshape(nc, 3, -1)
-        J = jnp.concatenate([jnp.einsum("cer,crv->cev", E, J3).reshape(4 * nc, -1), J])
+        J = jnp.concatenate([jnp.einsum("cer,crv->cev", E, J3).reshape(k * nc, -1), J])
         kept = 1.0 - jnp.minimum(2.0 * dt / scene.contact.timeconst, 1.0)
         slip = jnp.einsum("cer,cr->ce", E.at[:, :, 0].set(0.0), jnp.einsum("crv,v->cr", J3, qd))
-        target = _target(con.dist, dt, scene.contact.timeconst)[:, None] + kept * slip
+        target = _target(con.dist, dt, scene.contact.timeconst)[:, None] * E[:, :, 0] + kept * slip
         v_star = jnp.concatenate([target.reshape(-1), v_star])
         dense = not one_sided(sd, nc)
         if not dense:
             _, placement = _side_frames(T, con, sd)
             u = jnp.swapaxes(placement.R, -1, -2) * jnp.asarray(sd.sign, dtype)[:, None, None]  # rows n, t1, t2
             d_side = jnp.concatenate([cross3(placement.p[:, None, :], u), u], -1)  # (nc, 3, 6) = [r x u; u]
-            d = jnp.einsum("cer,crk->cek", E, d_side).reshape(4 * nc, 6)
-            body = tuple(b for b in sd.body for _ in range(4))
+            d = jnp.einsum("cer,crk->cek", E, d_side).reshape(k * nc, 6)
+            body = tuple(b for b in sd.body for _ in range(k))
     if dense:
         M = mass_matrix(model, q)
         metric = DenseMetric(M)
-        Z = jax.scipy.linalg.solve_triangular(jnp.linalg.cholesky(M), J[: 4 * c].T, lower=True)
-        diag = jnp.concatenate([jnp.sum(Z * Z, 0), joint_diag])
+        Z = jax.scipy.linalg.solve_triangular(jnp.linalg.cholesky(M), J[: k * c].T, lower=True)
+        contact_diag = jnp.sum(Z * Z, 0)
     else:
         metric = TreeMetric(X, H, ab.G, ab.D, body_inertias(model), model.armature, d, tree.topology, body,
                             coordinate)
-        diag = jnp.concatenate([metric.row_diagonal(), joint_diag])
-    R = scene.contact.regularization * diag + jnp.finfo(dtype).tiny ** 0.5
-    zero = jnp.zeros(4 * c, dtype)
-    prob = NewtonProblem(J, qd + dt * ab.qdd, v_star, 1.0 / R, jnp.concatenate([zero, rows.lo]),
-                         jnp.concatenate([zero + jnp.inf, rows.hi]), metric)
-    p, v = newton_solution(prob, warm, scene.options.iterations, scene.options.tolerance)
+        contact_diag = metric.row_diagonal()
+    if elliptic:
+        contact_diag = jnp.repeat(contact_diag[::3], 3)
+    R = scene.contact.regularization * jnp.concatenate([contact_diag, joint_diag]) + jnp.finfo(dtype).tiny ** 0.5
+    lo, hi = rows.lo, rows.hi
+    if not elliptic:
+        lo, hi = jnp.concatenate([jnp.zeros(k * c, dtype), lo]), jnp.concatenate([jnp.full(k * c, jnp.inf, dtype), hi])
+    prob = NewtonProblem(J, qd + dt * ab.qdd, v_star, 1.0 / R, mu, lo, hi, metric)
+    sol = newton_solution(prob, warm, scene.options.iterations, scene.options.tolerance)
     if c:
-        force = jnp.einsum("ce,cer->cr", p[: 4 * c].reshape(c, 4), E) / dt
+        force = jnp.einsum("ce,cer->cr", sol.p[: k * c].reshape(c, k), E) / dt
     compliant = scene.nc and scene.options.contact == "compliant"  # (its forces are not in v_free)
-    return ConstraintForces(J.T @ p / dt, f_ext, p, force, con, prob, p, None if compliant else v)
+    return ConstraintForces(J.T @ sol.p / dt, f_ext, sol.warm, force, con, prob, sol.p, None if compliant else sol.v)
 
 
 def _softened(diagonal, nc):

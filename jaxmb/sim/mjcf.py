@@ -21,7 +21,7 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
 * joint damping ``dof_damping`` and friction loss ``dof_frictionloss`` per degree of freedom; joint limits (in the
   model) enforced unless the model disables them; the integrator (``Euler`` -> ``"euler"``, ``RK4`` -> ``"rk4"``,
   ``implicit`` and ``implicitfast`` -> ``"implicitfast"``, which leaves out ``implicit``'s Coriolis derivatives) and
-  the solver's ``iterations``; the time step ``dt``.
+  the solver's ``iterations`` (with ``solver="newton"`` also its friction ``cone``); the time step ``dt``.
 * keyframes in jaxmb's coordinates (`Keyframe`).
 * equality constraints that close a loop of one-degree-of-freedom joints, as constraints of a
   `jaxmb.loops.LoopModel`: ``connect`` -> `jaxmb.loops.loop_closure` of kind ``"ball"`` (``"planar"`` where the
@@ -144,6 +144,8 @@ def load_mjcf_scene(source, *, assets=None, **make_scene_options) -> MjcfScene:
     options = dict(pairs_include=pairs if geoms else None, actuators=specs, damping=damping,
                    frictionloss=frictionloss, limits=not off["limit"], integrator=integrator,
                    iterations=int(mj.opt.iterations))
+    if make_scene_options.get("solver") == "newton":  # MuJoCo's problem: the file's friction cone
+        options["cone"] = "elliptic" if int(mj.opt.cone) == int(mujoco.mjtCone.mjCONE_ELLIPTIC) else "pyramidal"
     options.update(make_scene_options)
     try:
         scene = make_scene(model, geoms, **options)

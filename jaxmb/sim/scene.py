@@ -24,6 +24,7 @@ INTEGRATORS = ("euler", "implicit", "implicitfast", "rk4")
 CONTACT_MODELS = ("constraint", "compliant")
 JOINT_FRICTION = ("constraint", "smooth")
 SOLVERS = ("pgs", "newton")
+CONES = ("elliptic", "pyramidal")
 REGULARIZATION = {"pgs": 1e-6, "newton": 1e-2}
 
 
@@ -58,9 +59,10 @@ class Options:
     """The static choices of a scene: ``integrator`` (`INTEGRATORS`), ``contact`` (`CONTACT_MODELS`),
     ``iterations`` of the constraint solver (the most sweeps or Newton steps per step), its stopping ``tolerance``
     and the ``solver`` (`SOLVERS`: `jaxmb.sim.solver`, `jaxmb.sim.newton`), ``joint_friction``
-    (`JOINT_FRICTION`), ``limited`` (the velocity coordinates with position limits, as ``(q index, v index)``
-    pairs), ``friction`` (the velocity coordinates with Coulomb friction rows), ``limit_rows`` (the most limit rows
-    a step solves, None: one per limited coordinate; `jaxmb.sim.constraints`)."""
+    (`JOINT_FRICTION`), ``cone`` (`CONES`: the Newton solver's friction cone), ``limited`` (the velocity
+    coordinates with position limits, as ``(q index, v index)`` pairs), ``friction`` (the velocity coordinates
+    with Coulomb friction rows), ``limit_rows`` (the most limit rows a step solves, None: one per limited
+    coordinate; `jaxmb.sim.constraints`)."""
 
     integrator: str = "implicit"
     contact: str = "constraint"
@@ -68,6 +70,7 @@ class Options:
     tolerance: float = 1e-10
     solver: str = "pgs"
     joint_friction: str = "constraint"
+    cone: str = "elliptic"
     limited: tuple = ()
     friction: tuple = ()
     limit_rows: int | None = None
@@ -105,10 +108,10 @@ class Scene:
     @property
     def rows(self) -> int:
         """Rows of the constraint impulses a `jaxmb.sim.State` keeps: three per contact slot of the constraint model
-        (normal and two tangents; four pyramid edges with the ``newton`` solver), one per limited coordinate, one per
+        (normal and two tangents; four pyramid edges with ``cone="pyramidal"``), one per limited coordinate, one per
         coordinate with Coulomb friction (constraint option). With ``limit_rows`` the solver takes that many of the
         limit rows a step."""
-        per_contact = 4 if self.options.solver == "newton" else 3
+        per_contact = 4 if self.options.cone == "pyramidal" else 3
         contact = per_contact * self.nc if self.options.contact == "constraint" else 0
         return contact + len(self.options.limited) + len(self.options.friction)
 
@@ -119,7 +122,7 @@ class Scene:
 def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude_parent_child=True, actuators=(),
                damping=None, frictionloss=None, joint_friction="constraint", limits=True, contact="constraint",
                integrator="implicit", iterations=30, tolerance=1e-10, limit_rows=None, stiffness=2e5, dissipation=2.0,
-               slip_velocity=1e-3, timeconst=0.02, regularization=None, solver="pgs"):
+               slip_velocity=1e-3, timeconst=0.02, regularization=None, solver="pgs", cone="elliptic"):
     """Build and check a `Scene` (module docstring) of ``model``, a `jaxmb.Model` or a closed-loop
     `jaxmb.loops.LoopModel`, whose geometry, actuators, damping and limits sit on its spanning tree
     (`jaxmb.sim.closed_loops`).
@@ -132,11 +135,12 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     limit_rows: solve at most this many of them a step, those of the coordinates nearest to crossing their limits
     (`jaxmb.sim.constraints.nearest_limits`; None: all of them, every step).
     contact: `CONTACT_MODELS`; integrator: `INTEGRATORS`; solver: ``"pgs"``, projected Gauss-Seidel sweeps on
-    Coulomb's cone (`jaxmb.sim.solver`), or ``"newton"``, Newton's method on MuJoCo's convex problem with friction
-    pyramids (`jaxmb.sim.newton`); iterations: the most sweeps (Newton steps) per step; tolerance: the solver stops
-    earlier once a sweep (step) changes no impulse (velocity) by more than this fraction of the largest (floored at
-    the working precision's round-off); regularization: None for the solver's default (`REGULARIZATION`); the
-    rest: `ContactParams`.
+    Coulomb's cone (`jaxmb.sim.solver`), or ``"newton"``, Newton's method on MuJoCo's convex problem
+    (`jaxmb.sim.newton`); cone: the friction cone of the Newton solver's contacts, ``"elliptic"`` (Coulomb's) or
+    ``"pyramidal"`` (four edges, MuJoCo's default); iterations: the most sweeps (Newton steps) per step;
+    tolerance: the solver stops earlier once a sweep (step) changes no impulse (velocity) by more than this
+    fraction of the largest (floored at the working precision's round-off); regularization: None for the solver's
+    default (`REGULARIZATION`); the rest: `ContactParams`.
     """
     if integrator not in INTEGRATORS:
         raise ModelError(f"unknown integrator {integrator!r}; choose one of {INTEGRATORS}")
@@ -146,6 +150,11 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
         raise ModelError(f"unknown joint_friction {joint_friction!r}; choose one of {JOINT_FRICTION}")
     if solver not in SOLVERS:
         raise ModelError(f"unknown solver {solver!r}; choose one of {SOLVERS}")
+    if cone not in CONES:
+        raise ModelError(f"unknown cone {cone!r}; choose one of {CONES}")
+    if cone == "pyramidal" and solver != "newton":
+        raise ModelError("cone='pyramidal' is a choice of solver='newton'; solver='pgs' solves Coulomb's elliptic "
+                         "cone")
     if regularization is None:
         regularization = REGULARIZATION[solver]
     if solver == "newton" and not regularization > 0:
@@ -189,8 +198,8 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
         friction = tuple(int(j) for j in np.flatnonzero(np.asarray(joints.frictionloss) > 0))
     dtype = tree.mass.dtype
     params = ContactParams(**{k: jnp.asarray(v, dtype) for k, v in numbers.items()})
-    options = Options(integrator, contact, int(iterations), float(tolerance), solver, joint_friction, limited,
-                      friction, limit_rows)
+    options = Options(integrator, contact, int(iterations), float(tolerance), solver, joint_friction, cone,
+                      limited, friction, limit_rows)
     acts = gather_actuators(tree, actuators)
     if acts.na and integrator == "rk4":
         raise ModelError(f"actuators with activation dynamics {[acts.names[i] for i in acts.stateful]} step with the "
