@@ -280,7 +280,7 @@ LINE_SEARCH_STEPS = 30
 """The most slope evaluations of one `line_search`."""
 
 
-def line_search(prob: Problem, w, dw, slope0, curvature):
+def line_search(prob: Problem, w, dw, slope0, curvature, whole=False):
     """The ``alpha >= 0`` that minimizes ``f(v + alpha dv)``. Its slope ``phi'(alpha) = slope0 + alpha curvature -
     dw* p(w + alpha dw)`` (``slope0 = dv* M (v - v_free)``, ``curvature = dv* M dv``, ``dw = J dv``) is piecewise
     increasing and negative at zero (``dv`` is a descent direction); without sliding cones it is piecewise linear,
@@ -290,7 +290,7 @@ def line_search(prob: Problem, w, dw, slope0, curvature):
     evaluations of O(n); a sliding cone's smooth piece takes a few more, converging quadratically. A step that
     leaves the bracket ``[lo, hi]`` of the slope's signs is replaced by the bracket's middle (by doubling while no
     ``hi`` is known). Should `LINE_SEARCH_STEPS` not reach the root, the result is ``lo``, where ``f`` has
-    fallen."""
+    fallen. Where ``whole`` (a traced bool), the result is 1 with no evaluation."""
     dtype = w.dtype
     tol = 8 * jnp.finfo(dtype).eps
 
@@ -307,7 +307,7 @@ def line_search(prob: Problem, w, dw, slope0, curvature):
 
     one = jnp.ones((), dtype)
     b = jax.lax.while_loop(lambda b: ~b.done & (b.k < LINE_SEARCH_STEPS), step,
-                           _Bracket(jnp.zeros((), jnp.int32), one, 0.0 * one, jnp.inf * one, jnp.asarray(False)))
+                           _Bracket(jnp.zeros((), jnp.int32), one, 0.0 * one, jnp.inf * one, jnp.asarray(whole)))
     return jnp.where(b.done, b.alpha, b.lo)
 
 
@@ -318,11 +318,12 @@ class _Iterate(NamedTuple):
     going: jnp.ndarray
 
 
-def _newton_step(prob: Problem, it: _Iterate, tol, z: Zones | None = None) -> _Iterate:
-    """One Newton step from ``it``, the Hessian and gradient those of ``f``'s quadratic in the zones ``z``: with
-    ``z`` None, those of ``it``'s velocity (the Taylor model) and an exact line search on ``f``; with ``z`` given,
-    the whole step to the minimum of that quadratic (the first step, in the warm start's zones: where they are the
-    solution's it lands on it, and from a velocity near it otherwise the steps with line search go on). A step
+def _newton_step(prob: Problem, it: _Iterate, tol, first: Zones) -> _Iterate:
+    """One Newton step from ``it``, the Hessian and gradient those of ``f``'s quadratic in the zones of ``it``'s
+    velocity (the Taylor model) and an exact line search on ``f``; the first step (``it.k == 0``) in the zones
+    ``first`` instead, the whole step to the minimum of that quadratic (the warm start's zones: where they are the
+    solution's it lands on it, and from a velocity near it otherwise the steps with line search go on). One
+    program for both, so that the Hessian's factorization is compiled once. A step
     that keeps every row in its zone ends the iteration, unless a cone slides (its penalty is not quadratic), and so
     does a Taylor step that moves no velocity by more than ``tol`` times the largest, or that keeps every zone and
     moves none by more than the square root of round-off (Newton's next step would move it by round-off: a sliding
@@ -331,17 +332,14 @@ def _newton_step(prob: Problem, it: _Iterate, tol, z: Zones | None = None) -> _I
     that the last step left apart."""
     J = prob.J
     w = J @ it.v - prob.v_star
-    taylor = z is None
-    if taylor:
-        z = zones(prob, -prob.D * w)
-        p, H = impulses(prob, w)
-    else:
-        p, H = in_zones(prob, w, z)
+    taylor = it.k > 0
+    z = jax.tree.map(lambda a, b: jnp.where(taylor, a, b), zones(prob, -prob.D * w), first)
+    p, H = in_zones(prob, w, z)
     g = it.M_delta - J.T @ p
     dv = -prob.metric.hessian_solve(H, J, g)
     dw = J @ dv
     M_dv = -g - J.T @ H.times(dw)
-    alpha = line_search(prob, w, dw, dv @ it.M_delta, dv @ M_dv) if taylor else 1.0
+    alpha = line_search(prob, w, dw, dv @ it.M_delta, dv @ M_dv, whole=~taylor)
     v = it.v + alpha * dv
     reached = zones(prob, -prob.D * (w + alpha * dw))
     kept = (jnp.all((reached.inside == z.inside) & (reached.above == z.above))
@@ -389,8 +387,8 @@ def _solve(prob, p0, iterations, tolerance):
     v = prob.v_free
     first = jax.tree.map(lambda a, b: jnp.where(jnp.any(p0 != 0), a, b), zones(prob, p0),
                          zones(prob, -prob.D * (prob.J @ v - prob.v_star)))
-    it = _newton_step(prob, _Iterate(jnp.zeros((), jnp.int32), v, jnp.zeros_like(v), jnp.asarray(True)), tol, first)
-    it = jax.lax.while_loop(lambda it: it.going & (it.k < iterations), lambda it: _newton_step(prob, it, tol), it)
+    it = jax.lax.while_loop(lambda it: it.going & (it.k < iterations), lambda it: _newton_step(prob, it, tol, first),
+                            _Iterate(jnp.zeros((), jnp.int32), v, jnp.zeros_like(v), jnp.asarray(True)))
     p = impulses(prob, prob.J @ it.v - prob.v_star)[0]
     return Solution(p, it.v, _warm(prob, p, it.v))
 
