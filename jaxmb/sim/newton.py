@@ -31,9 +31,10 @@ Hessian; a scene with one is solved with the dense matrix ``M + J* H J`` instead
 is exact: ``f`` along ``dv`` is convex, its slope increasing (piecewise linear without sliding cones), and Newton's
 method on the slope lands on its root. Without sliding cones ``f`` is piecewise quadratic, so once a step keeps
 every row in its zone it lands on the minimum, and the iteration stops there; a sliding cone's penalty is not
-quadratic, and the iteration stops once a step is below the tolerance. The first step goes from ``v_free`` to the
-minimum of the quadratic in the zones of the warm start's impulses (the last step's; a sliding cone's along the
-surface's generator in the direction of its impulse), without a line search: a stiff row's impulse moves far for a
+quadratic, and the iteration stops once a step is below the tolerance, or keeps every zone and is below the square
+root of round-off. The first step goes from ``v_free`` to the minimum of the quadratic in the zones of the warm
+start (the last step's impulses, each cone's ``-D w`` before its projection: a sliding cone's impulse the
+projection's derivative there times ``-D w``, `Zones`), without a line search: a stiff row's impulse moves far for a
 small change of velocity, so a velocity loses the zones that the impulses keep, and with the last step's zones the
 first step lands on the solution wherever no row changed zone and no cone slides, and near it otherwise. The steps
 after it take the zones of their velocity and the exact line search, which makes ``f`` fall from there on. The
@@ -375,8 +376,9 @@ def solve(prob: Problem, p0, iterations: int, tolerance: float = 0.0):
 def solution(prob: Problem, p0, iterations: int, tolerance: float = 0.0) -> Solution:
     """The `Solution` at the minimum of ``f`` (module docstring) after at most ``iterations`` Newton steps from
     ``v_free``, the first in the zones of the warm start ``p0`` (n,; the last step's `Solution.warm`, or zeros:
-    then those of ``v_free``'s velocity), fewer once a step keeps every row in its zone or moves no velocity by more than
-    `jaxmb.sim.solver.stopping_tolerance` times the largest. Its derivative is the implicit function theorem's at
+    then those of ``v_free``'s velocity), fewer once a step ends the iteration (`_newton_step`: it keeps every row
+    in its zone, no cone sliding, or moves no velocity by more than `jaxmb.sim.solver.stopping_tolerance` times
+    the largest). Its derivative is the implicit function theorem's at
     the returned point; none flows through ``p0``."""
     return _solve(prob, p0, iterations, tolerance)
 
