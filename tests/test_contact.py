@@ -194,7 +194,7 @@ def _row_space_and_dense(scene, q):
     model = scene.model
     T = forward_kinematics(model, q)
     qd = jnp.zeros(model.nv, q.dtype)
-    ab = step_factors(model, q, qd, qd)
+    ab = step_factors(model, q, qd, qd, None)
     J, A = row_space(scene, model, q, T, contacts(scene, T), ab, joint_rows(scene, q, 0.002))
     return A, J @ jnp.linalg.solve(jaxmb.mass_matrix(model, q), J.T)
 

@@ -56,10 +56,11 @@ class LoopFactors(NamedTuple):
     G: jnp.ndarray
 
 
-def loop_factors(lm, q, yd, tau_y) -> LoopFactors:
-    """`LoopFactors` of ``lm`` at ``(q, yd)`` under the independent forces ``tau_y`` (ny,)."""
+def loop_factors(lm, q, yd, tau_y, f_ext=None) -> LoopFactors:
+    """`LoopFactors` of ``lm`` at ``(q, yd)`` under the independent forces ``tau_y`` (ny,) and the external forces
+    ``f_ext`` (nb, 6) on the spanning tree's bodies (None: none)."""
     G = embedding_matrix(lm, q)
-    return LoopFactors(forward_dynamics(lm, q, yd, tau_y), body_velocities(lm.tree, q, G @ yd), G)
+    return LoopFactors(forward_dynamics(lm, q, yd, tau_y, f_ext), body_velocities(lm.tree, q, G @ yd), G)
 
 
 def loop_space(lm, q, J, ab: LoopFactors):

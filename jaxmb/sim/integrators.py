@@ -32,6 +32,8 @@ from jaxmb.batching import in_cpu_chunks, live_tangents, of_live, vmap_in_cpu_ch
 from jaxmb.dynamics.articulated import articulated_body, articulated_inertias, forward_dynamics, solve_factored
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.kinematics import body_velocities, forward_kinematics
+from jaxmb.rotation import quat_exp, quat_to_matrix
+from jaxmb.spatial import cross3, mv
 from jaxmb.loops.articulated import forward_dynamics as loop_forward_dynamics
 from jaxmb.loops.embedding import embedding_matrix
 from jaxmb.sim.actuators import actuator_damping, actuator_forces, passive_forces
@@ -46,6 +48,7 @@ from jaxmb.sim.constraints import (
     implicit_compliant_forces,
     world_forces,
 )
+from jaxmb.sim.inputs import Applied, with_applied
 
 
 class Advance(NamedTuple):
@@ -67,11 +70,13 @@ def applied_forces(scene, q, qd, ctrl):
 
 class Solved(NamedTuple):
     """The start of a step: applied joint forces ``tau`` (nv,), body poses ``T``, the `StepFactors` ``ab`` at
-    ``(q, qd, tau)``, and the step's `ConstraintForces` ``cf``."""
+    ``(q, qd, tau, f_applied)``, the applied body wrenches ``f_applied`` (nb, 6) in body coordinates (None without
+    them), and the step's `ConstraintForces` ``cf``."""
 
     tau: jnp.ndarray
     T: object
     ab: object
+    f_applied: jnp.ndarray | None
     cf: ConstraintForces
 
 
@@ -87,16 +92,17 @@ class StepFactors(NamedTuple):
 
 
 @jax.custom_jvp
-def step_factors(model, q, qd, tau) -> StepFactors:
-    """`StepFactors` of a tree from one pass of the articulated-body algorithm (`jaxmb.articulated_body`), batched
+def step_factors(model, q, qd, tau, f_ext) -> StepFactors:
+    """`StepFactors` of a tree under the joint forces ``tau`` (nv,) and the external forces ``f_ext`` (nb, 6) or
+    None from one pass of the articulated-body algorithm (`jaxmb.articulated_body`), batched
     in chunks on the CPU: a smaller program than the three functions that compute them apart. Its derivative is
     theirs (`_factors_apart`): the forward dynamics with its analytic derivative rule, which a derivative through
     the articulated-body sweeps themselves would replace by a larger program."""
-    return _one_pass(model, q, qd, tau)
+    return _one_pass(model, q, qd, tau, f_ext)
 
 
-def _one_pass_of_one_state(model, q, qd, tau):
-    ab = articulated_body(model, q, qd, tau)
+def _one_pass_of_one_state(model, q, qd, tau, f_ext):
+    ab = articulated_body(model, q, qd, tau, f_ext)
     return StepFactors(ab.qdd, ab.V, ab.G, ab.D)
 
 
@@ -111,10 +117,10 @@ def _gains_and_D(model, q):
 _inertias_in_chunks = in_cpu_chunks(_gains_and_D)
 
 
-def _factors_apart(model, q, qd, tau) -> StepFactors:
+def _factors_apart(model, q, qd, tau, f_ext) -> StepFactors:
     """`StepFactors` from the functions that compute each, each batched by its own rule (`jaxmb.batching`)."""
     G, D = _inertias_in_chunks(model, q)
-    return StepFactors(forward_dynamics(model, q, qd, tau), body_velocities(model, q, qd), G, D)
+    return StepFactors(forward_dynamics(model, q, qd, tau, f_ext), body_velocities(model, q, qd), G, D)
 
 
 def _step_factors_jvp(primals, tangents):
@@ -130,14 +136,17 @@ def _step_factors_jvp(primals, tangents):
 step_factors.defjvp(_step_factors_jvp, symbolic_zeros=True)
 
 
-def _generalized_forces(scene, model, q, v, ctrl):
+def _generalized_forces(scene, model, q, v, ctrl, qfrc=None):
     """``(tau, qd)``: the applied forces in the step's coordinates, and the spanning velocity at ``v``: for a tree
-    ``applied_forces`` and ``v``; for a closed-loop system ``G* applied_forces`` (ny,) and ``G v``."""
+    ``applied_forces`` plus the applied generalized forces ``qfrc`` (nv,) (None: none) and ``v``; for a
+    closed-loop system ``G*`` of those (ny,) and ``G v``."""
     if not is_closed(model):
-        return applied_forces(scene, q, v, ctrl), v
+        tau = applied_forces(scene, q, v, ctrl)
+        return (tau if qfrc is None else tau + qfrc), v
     G = embedding_matrix(model, q)
     qd = G @ v
-    return G.T @ applied_forces(scene, q, qd, ctrl), qd
+    tau = applied_forces(scene, q, qd, ctrl)
+    return G.T @ (tau if qfrc is None else tau + qfrc), qd
 
 
 def _accelerations(model, q, v, tau, f_ext=None):
@@ -146,75 +155,152 @@ def _accelerations(model, q, v, tau, f_ext=None):
     return forward_dynamics(model, q, v, tau, f_ext)
 
 
-def _solved(scene, model, q, v, ctrl, dt, warm) -> Solved:
+def _plus(f, g):
+    """The sum of two external forces (nb, 6), either of which may be None (none)."""
+    return g if f is None else f if g is None else f + g
+
+
+def turning_rates(model, qd):
+    """``[0; w x v]`` (nv,) on each free joint's coordinates ``qd = [w; v]``, zero elsewhere: how fast the body-frame
+    linear velocity of a body moving on a straight line changes by the turning of its axes alone, since
+    ``d/dt (R v) = R (dv/dt + w x v)``. Added to the accelerations, it makes a step's velocity ``u`` the velocity in
+    the axes the step starts from (`euler_positions`)."""
+    out = jnp.zeros_like(qd)
+    for blk in model.topology.kind_blocks:
+        if blk.kind == "free":
+            w, v = qd[blk.v_index[:, :3]], qd[blk.v_index[:, 3:]]
+            out = out.at[blk.v_index[:, 3:]].set(cross3(w, v))
+    return out
+
+
+def in_joint_axes(model, q, qd, inverse=False):
+    """``qd`` (nv,) with each free joint's linear velocity ``v`` (body axes) as ``R v`` in its joint frame's axes,
+    ``R`` the rotation of the joint's quaternion at ``q``, normalized (RK4's stages move it off the unit sphere)
+    (``inverse``: back, ``R* v``). RK4 integrates a free joint's linear velocity
+    in these axes, in which a body in free flight keeps it constant, as MuJoCo's free joints do (a rotating vector in
+    body axes would lose its length to the method's truncation)."""
+    for blk in model.topology.kind_blocks:
+        if blk.kind == "free":
+            quat = q[blk.q_index[:, 3:]]
+            R = quat_to_matrix(quat / jnp.linalg.norm(quat, axis=-1, keepdims=True))
+            R = jnp.swapaxes(R, -1, -2) if inverse else R
+            qd = qd.at[blk.v_index[:, 3:]].set(mv(R, qd[blk.v_index[:, 3:]]))
+    return qd
+
+
+def euler_positions(model, q, u, dt):
+    """``(q+, qd+)``: the semi-implicit Euler step of a tree's configuration from ``q`` at the step's velocity ``u``
+    (nv,). Each joint moves at the constant ``u`` on its manifold (`jaxmb.integrate`), except a free joint, whose
+    origin moves on the straight line ``p + dt R u_v`` while its axes turn by ``exp(dt u_w)``, and whose linear
+    velocity is then re-expressed in the turned axes, ``v+ = exp(dt u_w)* u_v``: the velocity in the joint frame
+    is unchanged, as in MuJoCo, whose free joints keep their linear velocity in world axes. A body in free flight
+    keeps its momentum and moves on its straight line; the body-twist exponential would move it on a helix and grow
+    its speed."""
+    q_next = integrate(model, q, u, dt)
+    for blk in model.topology.kind_blocks:
+        if blk.kind == "free":
+            p, quat = q[blk.q_index[:, :3]], q[blk.q_index[:, 3:]]
+            w, v = u[blk.v_index[:, :3]], u[blk.v_index[:, 3:]]
+            q_next = q_next.at[blk.q_index[:, :3]].set(p + dt * mv(quat_to_matrix(quat), v))
+            turn = quat_to_matrix(quat_exp(dt * w))
+            u = u.at[blk.v_index[:, 3:]].set(mv(jnp.swapaxes(turn, -1, -2), v))
+    return q_next, u
+
+
+def _solved(scene, model, q, v, ctrl, dt, warm, applied, turning=False) -> Solved:
     T = forward_kinematics(spanning_tree(model), q)
-    tau, _ = _generalized_forces(scene, model, q, v, ctrl)
+    tau, _ = _generalized_forces(scene, model, q, v, ctrl, applied.qfrc)
+    f_applied = with_applied(None, scene.tree, T, applied)
     if is_closed(model):
-        ab = loop_factors(model, q, v, tau)
+        ab = loop_factors(model, q, v, tau, f_applied)
     else:
-        ab = step_factors(model, q, v, tau)
-    return Solved(tau, T, ab, constraint_forces(scene, model, q, v, tau, dt, warm, T, ab))
+        ab = step_factors(model, q, v, tau, f_applied)
+        if turning:
+            ab = ab._replace(qdd=ab.qdd + turning_rates(model, v))
+    return Solved(tau, T, ab, f_applied, constraint_forces(scene, model, q, v, tau, dt, warm, T, ab))
 
 
-def _constrained_accelerations(scene, model, q, qd, tau, ab, cf):
-    """The accelerations under the applied forces ``tau`` and the constraint forces ``cf``: for a tree without
-    compliant contact the free ones plus ``M^-1 cf.tau`` by the factored solve (7.18) with the step's ``G, D``; else
-    the forward dynamics again, with the compliant forces as external forces."""
+def _constrained_accelerations(scene, model, q, qd, tau, ab, f_applied, cf):
+    """The accelerations under the applied forces ``tau`` and ``f_applied`` and the constraint forces ``cf``: for a
+    tree without compliant contact the free ones ``ab.qdd`` plus ``M^-1 cf.tau`` by the factored solve (7.18)
+    with the step's ``G, D``; else the forward dynamics again, with the compliant forces as external forces."""
     if is_closed(model) or (scene.nc and scene.options.contact == "compliant"):
-        return _accelerations(model, q, qd, tau + cf.tau, cf.f_ext)
+        return _accelerations(model, q, qd, tau + cf.tau, _plus(cf.f_ext, f_applied))
     return ab.qdd + solve_factored(model, joint_poses(model, q), hinge_map(model), ab.G, ab.D, cf.tau)[0]
 
 
-def euler(scene, q, qd, ctrl, dt, warm, implicit=False, position_gains=True) -> Advance:
+def euler(scene, q, qd, ctrl, dt, warm, implicit=False, position_gains=True, applied=Applied()) -> Advance:
     """Semi-implicit Euler, or with ``implicit`` the implicit-in-velocity step, with the position servos'
-    stiffness in it where ``position_gains`` (``implicit``) or not (``implicitfast``) (module docstring)."""
+    stiffness in it where ``position_gains`` (``implicit``) or not (``implicitfast``), under the controls ``ctrl``
+    and the `jaxmb.sim.inputs.Applied` inputs (module docstring). A tree's free joints step as
+    `euler_positions` says: the accelerations carry their `turning_rates`, so that the step's velocity and its
+    constraint rows are in the axes the step starts from."""
     model = scene.model
     if implicit:
         D = scene.joints.damping + actuator_damping(scene.actuators, scene.tree.nv, dt, position_gains)
         model = with_armature(model, dt * D)
-    tau, T, ab, cf = _solved(scene, model, q, qd, ctrl, dt, warm)
+    closed = is_closed(model)
+    tau, T, ab, f_applied, cf = _solved(scene, model, q, qd, ctrl, dt, warm, applied, turning=not closed)
     if cf.velocity is not None:
         qd_next = cf.velocity
     else:
-        qdd = _constrained_accelerations(scene, model, q, qd, tau, ab, cf)
+        qdd = _constrained_accelerations(scene, model, q, qd, tau, ab, f_applied, cf)
         if implicit and scene.nc and scene.options.contact == "compliant":
             extra = implicit_compliant_forces(scene, model, q, T, cf.contacts, ab, qdd, dt)
             cf = cf._replace(f_ext=cf.f_ext + body_forces(scene, T, cf.contacts, world_forces(cf.contacts, extra)),
                              force=cf.force + extra)
-            qdd = _accelerations(model, q, qd, tau + cf.tau, cf.f_ext)
+            qdd = _accelerations(model, q, qd, tau + cf.tau, _plus(cf.f_ext, f_applied))
+        if not closed and scene.nc and scene.options.contact == "compliant":
+            qdd = qdd + turning_rates(model, qd)  # the forward dynamics again: its accelerations in moving axes
         qd_next = qd + dt * qdd
-    if is_closed(model):
-        q_next, closed = loop_advance(model, q, qd_next, dt)
-        return Advance(q_next, qd_next, cf, closed)
-    return Advance(integrate(model, q, qd_next, dt), qd_next, cf, jnp.asarray(True))
+    if closed:
+        q_next, loops_closed = loop_advance(model, q, qd_next, dt)
+        return Advance(q_next, qd_next, cf, loops_closed)
+    q_next, qd_next = euler_positions(model, q, qd_next, dt)
+    return Advance(q_next, qd_next, cf, jnp.asarray(True))
 
 
-def rk4(scene, q, qd, ctrl, dt, warm) -> Advance:
-    """Classical Runge-Kutta (module docstring). A closed-loop scene's stages move its spanning ``q`` at
-    ``G(q) yd``, whose exact flow keeps ``phi(q) = 0``; the end of the step projects onto it."""
+def rk4(scene, q, qd, ctrl, dt, warm, applied=Applied()) -> Advance:
+    """Classical Runge-Kutta (module docstring) under the controls ``ctrl`` and the `jaxmb.sim.inputs.Applied`
+    inputs, the body wrenches re-expressed at each stage's pose. A closed-loop scene's stages move its spanning
+    ``q`` at ``G(q) yd``, whose exact flow keeps ``phi(q) = 0``; the end of the step projects onto it."""
     model, tree = scene.model, scene.tree
-    cf = _solved(scene, model, q, qd, ctrl, dt, warm).cf
+    cf = _solved(scene, model, q, qd, ctrl, dt, warm, applied).cf
     compliant = scene.nc and scene.options.contact == "compliant"
 
     def rate(q_s, v_s):
-        tau, qd_s = _generalized_forces(scene, model, q_s, v_s, ctrl)
+        tau, qd_s = _generalized_forces(scene, model, q_s, v_s, ctrl, applied.qfrc)
         f_ext = cf.f_ext
-        if compliant:
+        if compliant or applied.xfrc is not None:
             T = forward_kinematics(tree, q_s)
+        if compliant:
             con = contacts(scene, T)
             V = body_velocities(tree, q_s, qd_s)
             force = compliant_forces(scene, T, V, con)
             f_ext = body_forces(scene, T, con, jnp.einsum("cji,cj->ci", con.frame, force))
+        f_ext = with_applied(f_ext, tree, T, applied) if applied.xfrc is not None else f_ext
         return configuration_rate(tree, q_s, qd_s), _accelerations(model, q_s, v_s, tau + cf.tau, f_ext)
 
-    k1 = rate(q, qd)
-    k2 = rate(q + 0.5 * dt * k1[0], qd + 0.5 * dt * k1[1])
-    k3 = rate(q + 0.5 * dt * k2[0], qd + 0.5 * dt * k2[1])
-    k4 = rate(q + dt * k3[0], qd + dt * k3[1])
+    if is_closed(model):
+        staged = rate
+    else:  # free joints' linear velocities in their joint frames' axes (`in_joint_axes`)
+        def staged(q_s, w_s):
+            v_s = in_joint_axes(tree, q_s, w_s, inverse=True)
+            q_rate, qdd = rate(q_s, v_s)
+            for blk in tree.topology.kind_blocks:  # dp/dt = R v, exactly the velocity integrated
+                if blk.kind == "free":
+                    q_rate = q_rate.at[blk.q_index[:, :3]].set(w_s[blk.v_index[:, 3:]])
+            return q_rate, in_joint_axes(tree, q_s, qdd + turning_rates(tree, v_s))
+
+    w = qd if is_closed(model) else in_joint_axes(tree, q, qd)
+    k1 = staged(q, w)
+    k2 = staged(q + 0.5 * dt * k1[0], w + 0.5 * dt * k1[1])
+    k3 = staged(q + 0.5 * dt * k2[0], w + 0.5 * dt * k2[1])
+    k4 = staged(q + dt * k3[0], w + dt * k3[1])
     q_next = q + dt / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
-    qd_next = qd + dt / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
+    w_next = w + dt / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
     q_next = integrate(tree, q_next, jnp.zeros(tree.nv, qd.dtype), 0.0)  # unit quaternions
     if is_closed(model):
         q_next, closed = project(model, q_next)
-        return Advance(q_next, qd_next, cf, closed)
-    return Advance(q_next, qd_next, cf, jnp.asarray(True))
+        return Advance(q_next, w_next, cf, closed)
+    return Advance(q_next, in_joint_axes(tree, q_next, w_next, inverse=True), cf, jnp.asarray(True))

@@ -23,6 +23,7 @@ from jaxmb.kinematics import forward_kinematics
 from jaxmb.sim.actuators import next_activation, with_activation
 from jaxmb.sim.closed_loops import is_closed, project
 from jaxmb.sim.constraints import contacts, world_forces
+from jaxmb.sim.inputs import Applied, applied_inputs
 from jaxmb.sim.integrators import euler, rk4
 
 
@@ -31,7 +32,8 @@ NONFINITE_STATE = 1
 past the stability limit of the scene's stiffness or damping, or a non-finite state given to the step)."""
 
 NONFINITE_CONTROL = 2
-"""`State.diverged` bit: the controls given to the step were not finite (a policy's NaN). They are not applied."""
+"""`State.diverged` bit: the controls or applied inputs (``qfrc``, ``xfrc``) given to the step were not finite (a
+policy's NaN). They are not applied."""
 
 LOOPS_OPEN = 4
 """`State.diverged` bit: a closed-loop world's loops did not close at the end of the step (its configuration left
@@ -119,19 +121,21 @@ def _check_ctrl(scene, ctrl, dtype):
 
 
 @full_precision
-def _advance(scene, state, ctrl, dt):
+def _advance(scene, state, ctrl, dt, applied):
     integrator = scene.options.integrator
     if integrator == "rk4":
-        return rk4(scene, state.q, state.qd, ctrl, dt, state.impulse)
+        return rk4(scene, state.q, state.qd, ctrl, dt, state.impulse, applied)
     return euler(scene, state.q, state.qd, ctrl, dt, state.impulse, implicit=integrator != "euler",
-                 position_gains=integrator == "implicit")
+                 position_gains=integrator == "implicit", applied=applied)
 
 
-def step(scene, state: State, ctrl, dt) -> State:
+def step(scene, state: State, ctrl, dt, qfrc=None, xfrc=None) -> State:
     """``state`` advanced by ``dt`` under the controls ``ctrl`` (nu,) (None: zeros) with the scene's integrator,
-    contact model and constraints (module docstring; `jaxmb.sim.integrators`, `jaxmb.sim.constraints`)."""
+    contact model and constraints (module docstring; `jaxmb.sim.integrators`, `jaxmb.sim.constraints`), and the
+    applied inputs of `jaxmb.sim.inputs`: generalized forces ``qfrc`` (nv,) and body wrenches ``xfrc`` (nb, 6),
+    ``[torque; force]`` in world axes at each body's centre of mass (None: none)."""
     _check_dt(dt)
-    return _step(scene, state, ctrl, dt)
+    return _step(scene, state, ctrl, dt, qfrc, xfrc)
 
 
 def _check_dt(dt):
@@ -145,11 +149,15 @@ def _check_dt(dt):
 
 
 @eager_jit
-def _step(scene, state: State, ctrl, dt) -> State:
+def _step(scene, state: State, ctrl, dt, qfrc=None, xfrc=None) -> State:
     ctrl = _check_ctrl(scene, ctrl, state.qd.dtype)
+    applied = applied_inputs(scene.tree, qfrc, xfrc, state.qd.dtype)
     ctrl_finite = jnp.all(jnp.isfinite(ctrl))
+    for x in applied:
+        ctrl_finite = ctrl_finite if x is None else ctrl_finite & jnp.all(jnp.isfinite(x))
     ctrl = jnp.where(ctrl_finite, ctrl, 0.0)  # not applied, and kept out of the discarded step and its derivative
-    out = _advance(scene, state, with_activation(scene.actuators, ctrl, state.act), dt)
+    applied = Applied(*(None if x is None else jnp.where(ctrl_finite, x, 0.0) for x in applied))
+    out = _advance(scene, state, with_activation(scene.actuators, ctrl, state.act), dt, applied)
     act = next_activation(scene.actuators, ctrl, state.act, dt)
     con = out.constraints.contacts
     contact = state.contact if con is None else ContactState(con.dist, con.pos, con.frame, out.constraints.force)
@@ -168,32 +176,38 @@ def contact_forces(state: State):
     return world_forces(state.contact, state.contact.force)
 
 
-def rollout(scene, state: State, dt, ctrls=None, policy=None, steps=None, checkpoint=True):
+def rollout(scene, state: State, dt, ctrls=None, policy=None, steps=None, checkpoint=True, qfrcs=None,
+            xfrcs=None):
     """``(final state, states)``: ``steps`` steps from ``state``, ``states`` the state after each (a `State` whose
     leaves have a leading axis of ``steps``).
 
     Controls: ``ctrls`` (steps, nu) one row per step, or ``policy(state) -> ctrl`` (nu,) called at every step (a
     Python function: static here; close over its parameters, or call `rollout` inside your own ``jax.jit``), or
-    neither (zero controls; then ``steps`` is needed). ``checkpoint``: recompute each step's insides in reverse mode
+    neither (zero controls; then ``steps`` is needed). Applied inputs (`step`): ``qfrcs`` (steps, nv) and
+    ``xfrcs`` (steps, nb, 6), one per step, or None. ``checkpoint``: recompute each step's insides in reverse mode
     (module docstring)."""
     _check_dt(dt)
-    return _rollout(scene, state, dt, ctrls=ctrls, policy=policy, steps=steps, checkpoint=checkpoint)
+    return _rollout(scene, state, dt, ctrls=ctrls, policy=policy, steps=steps, checkpoint=checkpoint, qfrcs=qfrcs,
+                    xfrcs=xfrcs)
 
 
 @eager_jit(static_argnames=("policy", "steps", "checkpoint"))
-def _rollout(scene, state: State, dt, ctrls=None, policy=None, steps=None, checkpoint=True):
+def _rollout(scene, state: State, dt, ctrls=None, policy=None, steps=None, checkpoint=True, qfrcs=None,
+             xfrcs=None):
     if ctrls is not None and policy is not None:
         raise ValueError("rollout: pass ctrls or policy, not both")
-    if ctrls is not None:
-        if steps is not None and steps != jnp.shape(ctrls)[0]:
-            raise ValueError(f"rollout: steps={steps} but ctrls has {jnp.shape(ctrls)[0]} rows")
-        steps = jnp.shape(ctrls)[0]
+    for name, xs in (("ctrls", ctrls), ("qfrcs", qfrcs), ("xfrcs", xfrcs)):
+        if xs is not None:
+            if steps is not None and steps != jnp.shape(xs)[0]:
+                raise ValueError(f"rollout: steps={steps} but {name} has {jnp.shape(xs)[0]} rows")
+            steps = jnp.shape(xs)[0]
     if steps is None:
         raise ValueError("rollout: give ctrls (steps, nu), or steps with a policy or with zero controls")
 
-    def one(s, ctrl):
-        s = _step(scene, s, policy(s) if policy is not None else ctrl, dt)
+    def one(s, inputs):
+        ctrl, qfrc, xfrc = inputs
+        s = _step(scene, s, policy(s) if policy is not None else ctrl, dt, qfrc, xfrc)
         return s, s
 
     body = jax.checkpoint(one) if checkpoint else one
-    return jax.lax.scan(body, state, ctrls, length=steps)
+    return jax.lax.scan(body, state, (ctrls, qfrcs, xfrcs), length=steps)
