@@ -202,17 +202,15 @@ def implicit_compliant_forces(scene, model, q, T, con, ab, qdd, dt):
     more articulated-body sweep replace a stiff contact's time-step limit. ``ab``: the articulated-body quantities
     of ``model`` at ``q``.
 
-    Derivatives hold ``W`` fixed (a stop-gradient): the step's derivative is that of the linear implicit step it
-    takes. The derivative of ``W`` itself is the force law's curvature, which the regularized friction makes as
-    large as ``mu f_n / v_s^2``; carried through a long rollout it multiplies into gradients of astronomical size,
-    while the forward motion is smooth and stable. The explicit ``euler`` and ``rk4`` steps differentiate exactly."""
+    The step's derivative is exact: ``W`` is differentiated too (the force law's second derivatives, which
+    `compliant_law` keeps finite at first touch)."""
     c = scene.contact
     J, A = contact_space(scene, model, q, T, con, ab)
     v = contact_velocities(scene, T, ab.V, con)
     law = lambda mu, dist, v: compliant_law(c, mu, dist, v)
     df_dv = jax.vmap(jax.jacfwd(law, 2))(friction(scene), con.dist, v)  # (nc, 3, 3)
     df_ddist = jax.vmap(jax.jacfwd(law, 1))(friction(scene), con.dist, v)  # (nc, 3)
-    blocks = jax.lax.stop_gradient(-dt * df_dv.at[:, :, 0].add(dt * df_ddist))
+    blocks = -dt * df_dv.at[:, :, 0].add(dt * df_ddist)
     nc = scene.nc
     W = jnp.einsum("ij,iab->iajb", jnp.eye(nc, dtype=A.dtype), blocks).reshape(3 * nc, 3 * nc)
     correction = -W @ jnp.linalg.solve(jnp.eye(3 * nc, dtype=A.dtype) + A @ W, J @ qdd)
