@@ -76,17 +76,19 @@ def test_closed_loop_rk4_energy_error_converges_at_fourth_order(leg):
     assert abs(np.log2(errors[0] / errors[1]) - 4) < 0.4, errors
 
 
-def test_loop_model_without_constraints_steps_as_its_tree(leg):
+@pytest.mark.parametrize("solver", ["pgs", "newton"])
+def test_loop_model_without_constraints_steps_as_its_tree(leg, solver):
     """The spanning tree of the four-bar leg (open: its push rod hangs free), closed by no constraint, steps as the
     tree itself: foot contact, Coulomb friction and a position limit in the solver, the rows' compliance from the
-    embedded articulated-body algorithm against the tree's compliance walk and factored solves."""
+    embedded articulated-body algorithm against the tree's compliance walk and factored solves (Gauss-Seidel), the
+    dense Hessian on the independent velocities against the tree's articulated-body Hessian (Newton)."""
     lm, q = leg
     support = lm.tree.joint_coordinates("support")[0].start
     tree = lm.tree.replace(q_lower=lm.tree.q_lower.at[support].set(q[support] - 0.02))
     ctrls = jnp.full((150, 1), 0.3)
     finals = []
     for model in (tree, close_loops(tree, [])):
-        scene = leg_scene(model, frictionloss={"coupler": 0.05})
+        scene = leg_scene(model, frictionloss={"coupler": 0.05}, solver=solver)
         assert scene.rows == 3 + 1 + 1
         finals.append(rollout(scene, init_state(scene, q), DT, ctrls=ctrls)[0])
     a, b = finals

@@ -52,7 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.batching import sum_rows
-from jaxmb.dynamics.articulated import solve_factored
+from jaxmb.dynamics.articulated import articulated_inertias, solve_factored
 from jaxmb.dynamics.compliance import unit_forces, walk_columns
 from jaxmb.dynamics.mass import mass_matrix
 from jaxmb.hinges import body_inertias, hinge_map, joint_poses
@@ -407,30 +407,35 @@ def newton_forces(scene, model, q, qd, dt, warm, T, ab) -> ConstraintForces:
     every limit and friction row. The rows' softness ``R = regularization x`` the diagonal of ``J M^-1 J*`` (a
     cone's three rows take its normal's): a contact row's from the operational-space compliance of its body
     (`upsilon`, one down sweep; exact from the dense ``M`` where a contact has two moving sides), a joint row's
-    ``1/D`` of its coordinate (its compliance with the parent held). ``model`` a tree."""
+    ``1/D`` of its coordinate (its compliance with the parent held).
+
+    A closed-loop ``model`` (`jaxmb.loops.LoopModel`) solves on the independent velocities ``yd``: every row ``j``
+    on the spanning tree's velocities becomes ``j G`` (`jaxmb.sim.closed_loops`), the Hessian is the dense
+    ``G* M G + J_y* H J_y``, a contact row's diagonal that of ``J_y (G* M G)^-1 J_y*`` and a joint row's ``1/D`` of
+    its coordinate in the spanning tree."""
     dtype, tree, nc = qd.dtype, scene.tree, scene.nc
     con, f_ext, force = _contacts_and_compliant_forces(scene, T, ab, dtype)
     rows = joint_rows(scene, q, dt)
     c = nc if nc and scene.options.contact == "constraint" else 0
     if not c and not rows.E.shape[0]:
         return ConstraintForces(jnp.zeros(qd.shape[0], dtype), f_ext, warm, force, con)
-    X, H = joint_poses(model, q), hinge_map(model)
+    closed = is_closed(model)
+    on_y = (lambda J: J @ ab.G) if closed else (lambda J: J)  # rows on the step's velocities
     coordinate = tuple(int(j) for j in rows.coordinate)
-    joint_diag = 1.0 / ab.D[np.asarray(coordinate, int), 0]
-    J, d, v_star, body, dense = rows.E, jnp.zeros((0, 6), dtype), rows.v_star, (), False
+    J, d, v_star, body, dense = on_y(rows.E), jnp.zeros((0, 6), dtype), rows.v_star, (), closed
     mu, elliptic = jnp.zeros(0, dtype), scene.options.cone == "elliptic"
     k = 3 if elliptic else 4  # rows per contact
     if c:
         sd = sides(scene.geometry.body, scene.pairs)
         mu = friction(scene) if elliptic else mu
         E = jnp.eye(3, dtype=dtype)[None].repeat(nc, 0) if elliptic else pyramid(friction(scene))  # rows (nc, k, 3)
-        J3 = contact_jacobian(scene, T, con).reshape(nc, 3, -1)
+        J3 = on_y(contact_jacobian(scene, T, con)).reshape(nc, 3, -1)
         J = jnp.concatenate([jnp.einsum("cer,crv->cev", E, J3).reshape(k * nc, -1), J])
         kept = 1.0 - jnp.minimum(2.0 * dt / scene.contact.timeconst, 1.0)
         slip = jnp.einsum("cer,cr->ce", E.at[:, :, 0].set(0.0), jnp.einsum("crv,v->cr", J3, qd))
         target = _target(con.dist, dt, scene.contact.timeconst)[:, None] * E[:, :, 0] + kept * slip
         v_star = jnp.concatenate([target.reshape(-1), v_star])
-        dense = not one_sided(sd, nc)
+        dense = closed or not one_sided(sd, nc)
         if not dense:
             _, placement = _side_frames(T, con, sd)
             u = jnp.swapaxes(placement.R, -1, -2) * jnp.asarray(sd.sign, dtype)[:, None, None]  # rows n, t1, t2
@@ -438,14 +443,17 @@ def newton_forces(scene, model, q, qd, dt, warm, T, ab) -> ConstraintForces:
             d = jnp.einsum("cer,crk->cek", E, d_side).reshape(k * nc, 6)
             body = tuple(b for b in sd.body for _ in range(k))
     if dense:
-        M = mass_matrix(model, q)
+        M = ab.G.T @ mass_matrix(model.tree, q) @ ab.G if closed else mass_matrix(model, q)
         metric = DenseMetric(M)
         Z = jax.scipy.linalg.solve_triangular(jnp.linalg.cholesky(M), J[: k * c].T, lower=True)
         contact_diag = jnp.sum(Z * Z, 0)
+        D = articulated_inertias(model.tree, q).D if closed else ab.D  # the spanning tree's, for a closed loop
+        joint_diag = 1.0 / D[np.asarray(coordinate, int), 0]
     else:
-        metric = TreeMetric(X, H, ab.G, ab.D, body_inertias(model), model.armature, d, tree.topology, body,
-                            coordinate)
+        metric = TreeMetric(joint_poses(model, q), hinge_map(model), ab.G, ab.D, body_inertias(model),
+                            model.armature, d, tree.topology, body, coordinate)
         contact_diag = metric.row_diagonal()
+        joint_diag = 1.0 / ab.D[np.asarray(coordinate, int), 0]
     if elliptic:
         contact_diag = jnp.repeat(contact_diag[::3], 3)
     R = scene.contact.regularization * jnp.concatenate([contact_diag, joint_diag]) + jnp.finfo(dtype).tiny ** 0.5

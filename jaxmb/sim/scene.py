@@ -160,9 +160,6 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     if solver == "newton" and not regularization > 0:
         raise ModelError(f"the newton solver needs a positive regularization (the rows' softness), got "
                          f"{regularization!r}")
-    if solver == "newton" and is_closed(model):
-        raise ModelError(f"solver='newton' steps trees; the closed-loop scene of {model.name!r} steps with "
-                         "solver='pgs'")
     if int(iterations) != iterations or iterations < 1:
         raise ModelError(f"iterations must be a positive integer, got {iterations!r}")
     if not np.isfinite(tolerance) or tolerance < 0:
