@@ -147,7 +147,8 @@ def test_shipped_actuators_and_dampers_give_mujocos_forces(shipped, name):
         qd = m.qvel_to_qd(q, qvel)
         tau = actuator_forces(s.scene.actuators, jnp.asarray(q), jnp.asarray(qd), jnp.asarray(ctrl))
         assert_close(tau, m.qfrc_to_tau(q, data.qfrc_actuator), TOL)
-        assert_close(passive_forces(s.scene.joints, jnp.asarray(qd), False), m.qfrc_to_tau(q, data.qfrc_damper), TOL)
+        passive = passive_forces(s.scene.joints, jnp.asarray(q), jnp.asarray(qd), False)
+        assert_close(passive, m.qfrc_to_tau(q, data.qfrc_damper + data.qfrc_spring), TOL)
 
 
 def test_shipped_keyframes_round_trip_to_mujocos(shipped):
@@ -168,12 +169,16 @@ def test_shipped_keyframes_round_trip_to_mujocos(shipped):
 
 
 def test_shipped_warnings_name_what_is_left_out(shipped):
-    """One warning per model: the humanoid's joint springs, Barkour's height field and sensors, the Shadow hand's
-    collision meshes replaced by their bounding boxes; the humanoid's contact pairs are its four explicit
-    foot-floor pairs (its body geoms have no bitmask)."""
+    """One warning per model: the humanoid's cameras and lights (its hinge springs are in the scene, MuJoCo's
+    stiffness on the knee), Barkour's height field and sensors, the Shadow hand's collision meshes replaced by their
+    bounding boxes; the humanoid's contact pairs are its four explicit foot-floor pairs (its body geoms have no
+    bitmask)."""
     (humanoid, hw), (barkour, bw), (hand, sw) = (shipped[n] for n in SHIPPED)
     assert len(hw) == len(bw) == len(sw) == 1
-    assert "joint springs" in hw[0] and "'knee_right'" in hw[0]
+    assert "spring" not in hw[0] and "cameras" in hw[0]
+    knee = humanoid.mj.joint("knee_right")
+    assert knee.stiffness[0] > 0
+    assert humanoid.scene.joints.spring_stiffness[humanoid.scene.tree.v_index("knee_right")] == knee.stiffness[0]
     assert "hfield_floor (hfield)" in bw[0] and "sensors" in bw[0] and barkour.scene.pairs is None
     assert "meshes replaced by their bounding boxes" in sw[0]
     geo, P = humanoid.scene.geometry, humanoid.scene.pairs

@@ -34,7 +34,7 @@ from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.kinematics import body_velocities, forward_kinematics
 from jaxmb.loops.articulated import forward_dynamics as loop_forward_dynamics
 from jaxmb.loops.embedding import embedding_matrix
-from jaxmb.sim.actuators import actuator_damping, actuator_forces, passive_forces
+from jaxmb.sim.actuators import actuator_forces, implicit_damping, passive_forces
 from jaxmb.sim.closed_loops import advance as loop_advance
 from jaxmb.sim.closed_loops import is_closed, loop_factors, project, spanning_tree, with_armature
 from jaxmb.sim.constraints import (
@@ -62,7 +62,7 @@ class Advance(NamedTuple):
 def applied_forces(scene, q, qd, ctrl):
     """Actuator and passive joint forces (nv,) at ``(q, qd)``."""
     smooth = scene.options.joint_friction == "smooth"
-    return actuator_forces(scene.actuators, q, qd, ctrl) + passive_forces(scene.joints, qd, smooth)
+    return actuator_forces(scene.actuators, q, qd, ctrl) + passive_forces(scene.joints, q, qd, smooth)
 
 
 class Solved(NamedTuple):
@@ -170,7 +170,7 @@ def euler(scene, q, qd, ctrl, dt, warm, implicit=False, position_gains=True) -> 
     stiffness in it where ``position_gains`` (``implicit``) or not (``implicitfast``) (module docstring)."""
     model = scene.model
     if implicit:
-        D = scene.joints.damping + actuator_damping(scene.actuators, scene.tree.nv, dt, position_gains)
+        D = implicit_damping(scene.actuators, scene.joints, dt, position_gains)
         model = with_armature(model, dt * D)
     tau, T, ab, cf = _solved(scene, model, q, qd, ctrl, dt, warm)
     if cf.velocity is not None:
