@@ -2,8 +2,8 @@
 
 * MJX's shipped models (humanoid, Barkour quadruped, Shadow hand): every scene geom sits where MuJoCo puts it (world
   poses at a keyframe or a random state, to 1e-9) with its size and friction; the actuators' and dampers' forces at
-  random states and controls (beyond the control ranges) equal MuJoCo's ``qfrc_actuator`` and ``qfrc_damper``
-  through the converters (to 1e-9); the keyframes round-trip to MuJoCo's ``key_qpos``, ``key_qvel`` and
+  random states and controls (beyond the control ranges) equal MuJoCo's ``qfrc_actuator`` and ``qfrc_damper`` (with
+  the humanoid's hinge springs, ``qfrc_spring``) through the converters (to 1e-9); the keyframes round-trip to MuJoCo's ``key_qpos``, ``key_qvel`` and
   ``key_ctrl``; the warning names what the scene leaves out.
 * Which pairs collide: MuJoCo's own collision pass with every geom's margin made large reports every pair it
   checks; the scene's pairs are those (bitmasks, explicit pairs, exclusions, weld bodies, parent and child, with and
@@ -129,8 +129,8 @@ def test_shipped_geoms_sit_where_mujoco_puts_them(shipped, name):
 def test_shipped_actuators_and_dampers_give_mujocos_forces(shipped, name):
     """The scene takes every actuator of the three models (motors with gears, position servos from ``general``
     affine actuators and from ``position``), named as in MuJoCo; at random states and controls up to 1.5 times the
-    control ranges, the actuator forces and the damping forces equal MuJoCo's ``qfrc_actuator`` and ``qfrc_damper``
-    through the converters to 1e-9."""
+    control ranges, the actuator forces and the passive forces equal MuJoCo's ``qfrc_actuator`` and ``qfrc_damper +
+    qfrc_spring`` (the humanoid's hinges have springs) through the converters to 1e-9."""
     s, _ = shipped[name]
     mj, m = s.mj, s.mujoco_map
     assert s.actuator_ids == tuple(range(mj.nu))

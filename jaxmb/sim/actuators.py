@@ -342,7 +342,7 @@ def _joints_of(model, coordinates):
 def passive_forces(joints: JointTerms, q, qd, smooth_friction):
     """Damping and springs, and the smooth Coulomb friction when ``smooth_friction``, (nv,) at ``(q, qd)``."""
     qi = np.asarray(joints.q_index)
-    q_j = jnp.where(qi >= 0, q[np.maximum(qi, 0)], 0.0) if qi.size else jnp.zeros(0, qd.dtype)
+    q_j = jnp.where(qi >= 0, q[np.maximum(qi, 0)], 0.0)
     f = -joints.damping * qd - joints.spring_stiffness * (q_j - joints.spring_reference)
     if smooth_friction:
         f = f - joints.frictionloss * jnp.tanh(qd / joints.friction_velocity)

@@ -23,7 +23,8 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   model disables springs; joint limits (in the model) enforced unless the model disables them; the integrator
   (``Euler`` -> ``"euler"``, or ``"implicitfast"`` where joints have damping, which MuJoCo's Euler takes
   implicitly unless the model disables ``eulerdamp``; ``RK4`` -> ``"rk4"``; ``implicit`` and ``implicitfast`` ->
-  ``"implicitfast"``, which leaves out ``implicit``'s Coriolis derivatives) and the solver's ``iterations`` (with ``solver="newton"`` also its friction ``cone``); the time step ``dt``.
+  ``"implicitfast"``, which leaves out ``implicit``'s Coriolis derivatives) and the solver's ``iterations`` (with
+  ``solver="newton"`` also its friction ``cone``); the time step ``dt``.
 * keyframes in jaxmb's coordinates (`Keyframe`).
 * equality constraints that close a loop of one-degree-of-freedom joints, as constraints of a
   `jaxmb.loops.LoopModel`: ``connect`` -> `jaxmb.loops.loop_closure` of kind ``"ball"`` (``"planar"`` where the
