@@ -296,7 +296,7 @@ def test_gradients_through_a_thousand_steps_of_a_walking_quadruped_are_finite(qu
     def height(amplitude, kp):
         gait = pose + amplitude * jnp.sin(2 * jnp.pi * 2 * t)[:, None] * legs * knee
         act = scene.actuators
-        sc = scene.replace(actuators=act.replace(gain=act.gain * kp / 60.0, bias_q=act.bias_q * kp / 60.0))
+        sc = scene.replace(actuators=act.replace(kp=act.kp * kp / 60.0))
         return rollout(sc, init_state(sc, q0), 0.002, ctrls=gait)[0].q[2]
 
     g = fast_jit(jax.grad(height, argnums=(0, 1)))(0.4, 60.0)

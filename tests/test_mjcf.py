@@ -380,7 +380,7 @@ UNMAPPED = """<mujoco model="unmapped">
       <joint name="spring" type="hinge" stiffness="3"/>
       <geom name="g" size=".1" mass="1"/>
       <body name="b" pos="0 0 -0.3">
-        <joint name="limited_ball" type="ball" range="0 0.5"/>
+        <joint name="limited_ball" type="ball" range="0 0.5" stiffness="2"/>
         <geom size=".1" mass="1"/>
         <site name="s"/>
       </body>
@@ -394,22 +394,22 @@ UNMAPPED = """<mujoco model="unmapped">
 
 
 def test_one_warning_lists_everything_the_dynamics_model_leaves_out():
-    """One `UserWarning` names the joint spring, the ball joint's range, the gravity compensation, the tendon, the
-    equality constraint and the sensor; ``Model.notes`` records it, and notes the geoms and the actuator as read by
-    the simulator scene (they are not in the warning)."""
+    """One `UserWarning` names the ball joint's spring and range, the gravity compensation, the tendon, the
+    equality constraint and the sensor; ``Model.notes`` records it, and notes the geoms, the actuator and the hinge's
+    spring as read by the simulator scene (they are not in the warning)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = load_mjcf(UNMAPPED)
     messages = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
     assert len(messages) == 1
-    for item in ("springs (stiffness) of joints 'spring'", "ranges of ball joints 'limited_ball'",
+    for item in ("springs (stiffness) of ball and free joints 'limited_ball'", "ranges of ball joints 'limited_ball'",
                  "gravity compensation of bodies 'a'", "tendons 't'", "equality constraints 'eq'",
                  "sensors 'probe'"):
         assert item in messages[0], item
-    assert "geoms" not in messages[0] and "actuators" not in messages[0]
+    assert "geoms" not in messages[0] and "actuators" not in messages[0] and "'spring'" not in messages[0]
     assert messages[0] in model.notes
     assert any(n.startswith("read by the simulator scene") and "geoms (2)" in n and "actuators (1)" in n
-               for n in model.notes)
+               and "hinge and slide joints with springs (1)" in n for n in model.notes)
 
 
 def test_missing_mujoco_raises_an_import_error_naming_the_package(monkeypatch):

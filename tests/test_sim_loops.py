@@ -51,7 +51,7 @@ def stand(scene, state, target):
 
 
 def with_gain(scene, kp):
-    return scene.replace(actuators=scene.actuators.replace(gain=jnp.array([kp]), bias_q=jnp.array([-kp])))
+    return scene.replace(actuators=scene.actuators.replace(kp=jnp.array([kp])))
 
 
 def test_closed_loop_rk4_energy_error_converges_at_fourth_order(leg):

@@ -2,8 +2,8 @@
 
 * MJX's shipped models (humanoid, Barkour quadruped, Shadow hand): every scene geom sits where MuJoCo puts it (world
   poses at a keyframe or a random state, to 1e-9) with its size and friction; the actuators' and dampers' forces at
-  random states and controls (beyond the control ranges) equal MuJoCo's ``qfrc_actuator`` and ``qfrc_damper``
-  through the converters (to 1e-9); the keyframes round-trip to MuJoCo's ``key_qpos``, ``key_qvel`` and
+  random states and controls (beyond the control ranges) equal MuJoCo's ``qfrc_actuator`` and ``qfrc_damper`` (with
+  the humanoid's hinge springs, ``qfrc_spring``) through the converters (to 1e-9); the keyframes round-trip to MuJoCo's ``key_qpos``, ``key_qvel`` and
   ``key_ctrl``; the warning names what the scene leaves out.
 * Which pairs collide: MuJoCo's own collision pass with every geom's margin made large reports every pair it
   checks; the scene's pairs are those (bitmasks, explicit pairs, exclusions, weld bodies, parent and child, with and
@@ -129,8 +129,8 @@ def test_shipped_geoms_sit_where_mujoco_puts_them(shipped, name):
 def test_shipped_actuators_and_dampers_give_mujocos_forces(shipped, name):
     """The scene takes every actuator of the three models (motors with gears, position servos from ``general``
     affine actuators and from ``position``), named as in MuJoCo; at random states and controls up to 1.5 times the
-    control ranges, the actuator forces and the damping forces equal MuJoCo's ``qfrc_actuator`` and ``qfrc_damper``
-    through the converters to 1e-9."""
+    control ranges, the actuator forces and the passive forces equal MuJoCo's ``qfrc_actuator`` and ``qfrc_damper +
+    qfrc_spring`` (the humanoid's hinges have springs) through the converters to 1e-9."""
     s, _ = shipped[name]
     mj, m = s.mj, s.mujoco_map
     assert s.actuator_ids == tuple(range(mj.nu))
@@ -147,7 +147,8 @@ def test_shipped_actuators_and_dampers_give_mujocos_forces(shipped, name):
         qd = m.qvel_to_qd(q, qvel)
         tau = actuator_forces(s.scene.actuators, jnp.asarray(q), jnp.asarray(qd), jnp.asarray(ctrl))
         assert_close(tau, m.qfrc_to_tau(q, data.qfrc_actuator), TOL)
-        assert_close(passive_forces(s.scene.joints, jnp.asarray(qd), False), m.qfrc_to_tau(q, data.qfrc_damper), TOL)
+        passive = passive_forces(s.scene.joints, jnp.asarray(q), jnp.asarray(qd), False)
+        assert_close(passive, m.qfrc_to_tau(q, data.qfrc_damper + data.qfrc_spring), TOL)
 
 
 def test_shipped_keyframes_round_trip_to_mujocos(shipped):
@@ -168,12 +169,16 @@ def test_shipped_keyframes_round_trip_to_mujocos(shipped):
 
 
 def test_shipped_warnings_name_what_is_left_out(shipped):
-    """One warning per model: the humanoid's joint springs, Barkour's height field and sensors, the Shadow hand's
-    collision meshes replaced by their bounding boxes; the humanoid's contact pairs are its four explicit
-    foot-floor pairs (its body geoms have no bitmask)."""
+    """One warning per model: the humanoid's cameras and lights (its hinge springs are in the scene, MuJoCo's
+    stiffness on the knee), Barkour's height field and sensors, the Shadow hand's collision meshes replaced by their
+    bounding boxes; the humanoid's contact pairs are its four explicit foot-floor pairs (its body geoms have no
+    bitmask)."""
     (humanoid, hw), (barkour, bw), (hand, sw) = (shipped[n] for n in SHIPPED)
     assert len(hw) == len(bw) == len(sw) == 1
-    assert "joint springs" in hw[0] and "'knee_right'" in hw[0]
+    assert "spring" not in hw[0] and "cameras" in hw[0]
+    knee = humanoid.mj.joint("knee_right")
+    assert knee.stiffness[0] > 0
+    assert humanoid.scene.joints.spring_stiffness[humanoid.scene.tree.v_index("knee_right")] == knee.stiffness[0]
     assert "hfield_floor (hfield)" in bw[0] and "sensors" in bw[0] and barkour.scene.pairs is None
     assert "meshes replaced by their bounding boxes" in sw[0]
     geo, P = humanoid.scene.geometry, humanoid.scene.pairs

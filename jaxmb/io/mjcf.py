@@ -33,9 +33,9 @@ without joints that carries mass) to it by a free joint, named like an unnamed f
 top-level free joint's body to the world at its pose in the file.
 
 What the dynamics model leaves out is said, never dropped silently: one `UserWarning` lists what is neither loaded
-nor read by the simulator scene (springs, ball-joint ranges, tendons, equality constraints, flexes, sensors, ...),
-and ``Model.notes`` records it with what the scene reads from the same MuJoCo model (geoms, actuators, keyframes,
-damping, friction loss).
+nor read by the simulator scene (springs of ball and free joints, ball-joint ranges, tendons, equality constraints,
+flexes, sensors, ...), and ``Model.notes`` records it with what the scene reads from the same MuJoCo model (geoms,
+actuators, keyframes, damping, friction loss, the springs of hinge and slide joints).
 """
 
 import os
@@ -341,9 +341,12 @@ def not_loaded(mj, names) -> list:
     kind of thing, naming them."""
     out = []
     springs = [names.joints[j] for j in range(mj.njnt)
-               if mj.jnt_stiffness[j] != 0 or np.any(mj.jnt_stiffnesspoly[j] != 0)]
+               if mj.jnt_stiffness[j] != 0 and JOINT_TYPES[mj.jnt_type[j]] not in ("hinge", "slide")]
     if springs:
-        out.append(_listing("joint springs (stiffness) of joints", springs))
+        out.append(_listing("joint springs (stiffness) of ball and free joints", springs))
+    nonlinear = [names.joints[j] for j in range(mj.njnt) if np.any(mj.jnt_stiffnesspoly[j] != 0)]
+    if nonlinear:
+        out.append(_listing("nonlinear joint springs (stiffnesspoly) of joints", nonlinear))
     balls = [names.joints[j] for j in range(mj.njnt) if JOINT_TYPES[mj.jnt_type[j]] == "ball" and mj.jnt_limited[j]]
     if balls:
         out.append(_listing("ranges of ball joints", balls))
@@ -375,9 +378,12 @@ def not_loaded(mj, names) -> list:
 
 def read_by_scene(mj) -> list:
     """What the simulator scene reads from the compiled ``mj`` (counts): geoms and their meshes, contact pairs and
-    exclusions, actuators, keyframes, joint damping and friction loss."""
+    exclusions, actuators, keyframes, joint damping, friction loss and the springs of hinge and slide joints."""
     counts = (("geoms", mj.ngeom), ("meshes", mj.nmesh), ("contact pairs", mj.npair),
               ("contact exclusions", mj.nexclude), ("actuators", mj.nu), ("keyframes", mj.nkey),
               ("degrees of freedom with damping", int(np.count_nonzero(mj.dof_damping))),
-              ("degrees of freedom with friction loss", int(np.count_nonzero(mj.dof_frictionloss))))
+              ("degrees of freedom with friction loss", int(np.count_nonzero(mj.dof_frictionloss))),
+              ("hinge and slide joints with springs", sum(
+                  1 for j in range(mj.njnt) if mj.jnt_stiffness[j] != 0 and not np.any(mj.jnt_stiffnesspoly[j] != 0)
+                  and JOINT_TYPES[mj.jnt_type[j]] in ("hinge", "slide"))))
     return [f"{what} ({n})" for what, n in counts if n]

@@ -1,25 +1,38 @@
-"""Actuators and passive joint forces: motors, position and velocity servos with force limits, joint damping.
+"""Actuators and passive joint forces: motors, position and velocity servos with force limits, joint damping and
+joint springs.
 
-Every actuator drives one velocity coordinate ``j`` and produces the force of MuJoCo's affine actuator,
+Every actuator drives one velocity coordinate ``j`` with a gear ``g`` and produces the force of MuJoCo's affine
+actuator on its length ``g q_j`` and velocity ``g qd_j``, taken back to the joint times ``g``,
 
     f = clip(gain u + bias_q q_j + bias_qd qd_j, -force_limit, force_limit),     u = clip(ctrl, ctrl_range)
 
-a motor ``gain = gear``; a position servo (PD) ``gain = kp, bias_q = -kp, bias_qd = -kv``, so that
-``f = kp (u - q_j) - kv qd_j``; a velocity servo ``gain = kv, bias_qd = -kv``. An actuator with activation dynamics
-(MuJoCo's ``dyntype``) takes its activation ``a`` in the place of ``u``, one entry of the state's ``act`` (na,), and
-the step moves it toward the clipped control (`next_activation`): ``integrator`` ``da/dt = u`` (`intvelocity`: a
-position servo whose target integrates the control, a velocity), ``filter`` ``da/dt = (u - a) / time_constant`` by
-an Euler step, ``filterexact`` the same first-order lag integrated exactly (`position` with a ``time_constant``), each
-activation then clipped to its ``act_range``. A servo's ``gear`` ``g`` is MuJoCo's:
-it acts on the actuator's length ``g q_j`` and velocity ``g qd_j`` and its force reaches the joint times ``g``
-(``gain = g kp, bias_q = -g^2 kp, bias_qd = -g^2 kv``). Their numbers are leaves of the
-scene, so a batch of scenes with randomized gains is a ``vmap``; which coordinate each one drives is static.
-Coulomb friction of the joints is a constraint of the contact solver (`jaxmb.sim.constraints`), or the smooth
-``-frictionloss tanh(qd / v_s)`` of `passive_forces`.
+with ``(gain, bias_q, bias_qd)`` (`affine`) from the numbers the user names, by the actuator's static ``kind``:
+
+    motor        (g, 0, 0)                          f = g u
+    position     (g kp, -g^2 kp, -g^2 kv)           f = g (kp (u - g q_j) - kv g qd_j)
+    intvelocity  (g kp, -g^2 kp, -g^2 kv)           the same, ``u`` an activation that integrates the control
+    velocity     (g kv, 0, -g^2 kv)                 f = g kv (u - g qd_j)
+
+A motor's gear is the whole of its scale (MuJoCo's gain of a motor folded into it). An actuator with activation
+dynamics (MuJoCo's ``dyntype``) takes its activation ``a`` in the place of ``u``, one entry of the state's ``act``
+(na,), and the step moves it toward the clipped control (`next_activation`): ``integrator`` ``da/dt = u``
+(`intvelocity`: a position servo whose target integrates the control, a velocity), ``filter`` ``da/dt = (u - a) /
+time_constant`` by an Euler step, ``filterexact`` the same first-order lag integrated exactly (`position` with a
+``time_constant``), each activation then clipped to its ``act_range``. The numbers ``gear``, ``kp``, ``kv``,
+``force_limit``, the ranges and time constants are leaves of the scene, each stored once, so that a batch of scenes
+with randomized gains is a ``vmap`` over one leaf and a derivative with respect to a servo's ``kp`` is the
+derivative with respect to that leaf; which coordinate each actuator drives and its kind are static.
+
+Passive joint forces (`passive_forces`, `JointTerms`): damping ``-damping qd``, springs ``-spring_stiffness (q -
+spring_reference)`` on the coordinate of each hinge and slide joint (MuJoCo's ``stiffness`` and ``springref``), and
+the smooth Coulomb friction ``-frictionloss tanh(qd / v_s)``; Coulomb friction is otherwise a constraint of the
+contact solver (`jaxmb.sim.constraints`). The implicit integrators take the damping of the joints and of the
+servos into their step (`implicit_damping`).
 """
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -27,17 +40,20 @@ import numpy as np
 from jaxmb.errors import ModelError
 from jaxmb.model import pytree_dataclass
 
+KINDS = ("motor", "position", "velocity", "intvelocity")
+"""The kinds of actuator (module docstring)."""
+
 
 @dataclass(frozen=True)
 class Actuator:
-    """One actuator as written by the user (`motor`, `position`, `velocity`): plain numbers, checked when the scene
-    is built (`actuators`)."""
+    """One actuator as written by the user (`motor`, `position`, `velocity`, `intvelocity`): plain numbers, checked
+    when the scene is built (`actuators`). ``kp`` and ``kv`` are zero where the kind has none."""
 
     joint: str
     kind: str
-    gain: float
-    bias_q: float
-    bias_qd: float
+    gear: float
+    kp: float
+    kv: float
     force_limit: float
     ctrl_range: tuple
     coordinate: int = 0
@@ -62,8 +78,7 @@ def position(joint, kp, kv=0.0, force_limit=None, ctrl_range=None, gear=1.0, nam
     """A position servo on a one-coordinate joint: ``f = kp (u - q) - kv qd``, ``u`` the target position; with a
     ``gear`` ``g``, ``f = g (kp (u - g q) - kv g qd)`` (module docstring). With a ``time_constant`` the target is
     the control through a first-order lag (``filterexact``, MuJoCo's ``timeconst``)."""
-    servo = Actuator(joint, "position", gear * kp, -gear * gear * kp, -gear * gear * kv, _limit(force_limit),
-                     _range(ctrl_range), 0, name)
+    servo = Actuator(joint, "position", gear, kp, kv, _limit(force_limit), _range(ctrl_range), 0, name)
     if time_constant is None:
         return servo
     return dataclasses.replace(servo, dyn="filterexact", time_constant=time_constant)
@@ -80,8 +95,7 @@ def intvelocity(joint, kp, kv=0.0, act_range=None, force_limit=None, ctrl_range=
 def velocity(joint, kv, force_limit=None, ctrl_range=None, gear=1.0, name=None) -> Actuator:
     """A velocity servo on a one-coordinate joint: ``f = kv (u - qd)``, ``u`` the target velocity; with a ``gear``
     ``g``, ``f = g kv (u - g qd)``."""
-    return Actuator(joint, "velocity", gear * kv, 0.0, -gear * gear * kv, _limit(force_limit), _range(ctrl_range),
-                    0, name)
+    return Actuator(joint, "velocity", gear, 0.0, kv, _limit(force_limit), _range(ctrl_range), 0, name)
 
 
 def _limit(force_limit):
@@ -95,20 +109,22 @@ def _range(ctrl_range):
 @pytree_dataclass
 @dataclass(frozen=True)
 class Actuators:
-    """The scene's actuators (nu of them). Leaves (nu,): ``gain``, ``bias_q``, ``bias_qd``, ``force_limit``,
-    ``ctrl_lower``, ``ctrl_upper``, ``time_constant``, ``act_lower``, ``act_upper``. Static: ``v_index`` (nu,) the
-    velocity coordinate each drives, ``q_index`` (nu,) its position coordinate (-1 for a motor on a
-    multi-coordinate joint), ``names`` (nu,), ``dyn`` (nu,) activation dynamics (`DYNAMICS`)."""
+    """The scene's actuators (nu of them). Leaves (nu,): ``gear``, ``kp``, ``kv`` (zero where the kind has none),
+    ``force_limit``, ``ctrl_lower``, ``ctrl_upper``, ``time_constant``, ``act_lower``, ``act_upper``. Static:
+    ``kind`` (nu,) (`KINDS`), ``v_index`` (nu,) the velocity coordinate each drives, ``q_index`` (nu,) its position
+    coordinate (-1 for a motor on a multi-coordinate joint), ``names`` (nu,), ``dyn`` (nu,) activation dynamics
+    (`DYNAMICS`)."""
 
-    gain: jnp.ndarray
-    bias_q: jnp.ndarray
-    bias_qd: jnp.ndarray
+    gear: jnp.ndarray
+    kp: jnp.ndarray
+    kv: jnp.ndarray
     force_limit: jnp.ndarray
     ctrl_lower: jnp.ndarray
     ctrl_upper: jnp.ndarray
     time_constant: jnp.ndarray
     act_lower: jnp.ndarray
     act_upper: jnp.ndarray
+    kind: tuple = field(metadata=dict(static=True))
     v_index: tuple = field(metadata=dict(static=True))
     q_index: tuple = field(metadata=dict(static=True))
     names: tuple = field(metadata=dict(static=True))
@@ -133,12 +149,14 @@ class Actuators:
 
 def actuators(model, specs) -> Actuators:
     """Check the actuator ``specs`` against ``model`` and gather them: a `ModelError` names the actuator whose
-    joint is missing, whose coordinate does not exist, whose servo is on a joint of several coordinates, or whose
-    gains, limits or range are not finite, non-negative or ordered, or whose activation dynamics is unknown or has
-    no positive time constant."""
-    rows, v_index, q_index, names, dyn = [], [], [], [], []
+    joint is missing, whose coordinate does not exist, whose servo is on a joint of several coordinates, whose kind
+    is unknown, or whose gear or gains, limits or range are not finite, non-negative or ordered, or whose
+    activation dynamics is unknown or has no positive time constant."""
+    rows, kind, v_index, q_index, names, dyn = [], [], [], [], [], []
     for i, a in enumerate(specs):
         where = f"actuator {i if a.name is None else repr(a.name)} ({a.kind} on joint {a.joint!r})"
+        if a.kind not in KINDS:
+            raise ModelError(f"{where}: unknown kind {a.kind!r}; choose one of {KINDS}")
         try:
             q_slice, v_slice = model.joint_coordinates(a.joint)
         except KeyError as e:
@@ -149,11 +167,13 @@ def actuators(model, specs) -> Actuators:
                              "(drive its coordinates with motors)")
         if not 0 <= a.coordinate < n:
             raise ModelError(f"{where}: coordinate {a.coordinate} out of range for a joint of {n} coordinates")
-        numbers = np.array([a.gain, a.bias_q, a.bias_qd], float)
+        numbers = np.array([a.gear, a.kp, a.kv], float)
         if not np.all(np.isfinite(numbers)):
-            raise ModelError(f"{where}: gains must be finite, got {numbers.tolist()}")
-        if a.kind != "motor" and (a.bias_q > 0 or a.bias_qd > 0):
-            raise ModelError(f"{where}: servo gains must be non-negative")
+            raise ModelError(f"{where}: gear, kp and kv must be finite, got {numbers.tolist()}")
+        if a.kp < 0 or a.kv < 0:
+            raise ModelError(f"{where}: servo gains kp, kv must be non-negative, got {a.kp} and {a.kv}")
+        if a.kind == "motor" and (a.kp != 0 or a.kv != 0):
+            raise ModelError(f"{where}: a motor has no kp or kv (its scale is its gear), got {a.kp} and {a.kv}")
         lo, hi = a.ctrl_range
         if not (a.force_limit > 0) or np.isnan(lo) or np.isnan(hi) or not lo < hi:
             raise ModelError(f"{where}: force_limit must be positive and ctrl_range increasing, got "
@@ -165,14 +185,34 @@ def actuators(model, specs) -> Actuators:
         a_lo, a_hi = a.act_range
         if np.isnan(a_lo) or np.isnan(a_hi) or not a_lo < a_hi:
             raise ModelError(f"{where}: act_range must be increasing, got {a.act_range}")
-        rows.append([a.gain, a.bias_q, a.bias_qd, a.force_limit, lo, hi, a.time_constant, a_lo, a_hi])
+        rows.append([a.gear, a.kp, a.kv, a.force_limit, lo, hi, a.time_constant, a_lo, a_hi])
+        kind.append(a.kind)
         dyn.append(a.dyn)
         v_index.append(v_slice.start + a.coordinate)
         q_index.append(q_slice.start if a.kind != "motor" or n == 1 else -1)
         names.append(a.name if a.name is not None else f"{a.kind}:{a.joint}" + (f"[{a.coordinate}]" if n > 1 else ""))
     values = np.asarray(rows, float).reshape(-1, 9).T
     leaves = [jnp.asarray(v, model.mass.dtype) for v in values]
-    return Actuators(*leaves, v_index=tuple(v_index), q_index=tuple(q_index), names=tuple(names), dyn=tuple(dyn))
+    return Actuators(*leaves, kind=tuple(kind), v_index=tuple(v_index), q_index=tuple(q_index), names=tuple(names),
+                     dyn=tuple(dyn))
+
+
+class Affine(NamedTuple):
+    """MuJoCo's affine form of the actuators (nu,) each: ``gain``, ``bias_q``, ``bias_qd`` (module docstring)."""
+
+    gain: jnp.ndarray
+    bias_q: jnp.ndarray
+    bias_qd: jnp.ndarray
+
+
+def affine(act: Actuators) -> Affine:
+    """The `Affine` form of ``act`` from its leaves ``gear``, ``kp``, ``kv`` by each actuator's kind (module
+    docstring)."""
+    kind = np.asarray(act.kind)
+    servo = np.isin(kind, ("position", "intvelocity"))
+    g = act.gear
+    scale = jnp.where(kind == "motor", 1.0, jnp.where(kind == "velocity", act.kv, act.kp))
+    return Affine(g * scale, jnp.where(servo, -g * g * act.kp, 0.0), jnp.where(kind == "motor", 0.0, -g * g * act.kv))
 
 
 def with_activation(act: Actuators, ctrl, activation):
@@ -208,44 +248,67 @@ def actuator_forces(act: Actuators, q, qd, ctrl):
     if act.na:
         u = u.at[act.stateful].set(ctrl[act.stateful])
     q_j = jnp.where(qi >= 0, q[np.maximum(qi, 0)], 0.0)
-    f = act.gain * u + act.bias_q * q_j + act.bias_qd * qd[v]
-    f = jnp.clip(f, -act.force_limit, act.force_limit)
+    gain, bias_q, bias_qd = affine(act)
+    f = jnp.clip(gain * u + bias_q * q_j + bias_qd * qd[v], -act.force_limit, act.force_limit)
     return jnp.zeros(nv, qd.dtype).at[v].add(f)
 
 
-def actuator_damping(act: Actuators, nv, dt, position_gains=True):
-    """``-d f / d qd_j - dt d f / d q_j`` per coordinate (nv,) of the unsaturated actuators: the damping that an
-    implicit-in-velocity step treats implicitly (a position servo's stiffness acts through ``q + dt qd``); without
-    ``position_gains`` only ``-d f / d qd_j``, as MuJoCo's ``implicitfast``."""
+def implicit_damping(act: Actuators, joints: "JointTerms", dt, position_gains=True):
+    """The diagonal damping ``D`` (nv,) that an implicit-in-velocity step takes implicitly: the joints' damping
+    and ``-d f / d qd_j`` of the unsaturated actuators, and with ``position_gains`` also ``-dt d f / d q_j`` of the
+    actuators and springs (a position servo's ``g^2 kp`` and a spring's stiffness act through ``q + dt qd``);
+    without ``position_gains`` the velocity terms alone, as MuJoCo's ``implicitfast``, which takes springs
+    explicitly."""
+    D = joints.damping + dt * joints.spring_stiffness if position_gains else joints.damping
     if not act.nu:
-        return jnp.zeros(nv, act.gain.dtype)
-    d = -act.bias_qd - dt * act.bias_q if position_gains else -act.bias_qd
-    return jnp.zeros(nv, act.gain.dtype).at[np.asarray(act.v_index)].add(d)
+        return D
+    _, bias_q, bias_qd = affine(act)
+    d = -bias_qd - dt * bias_q if position_gains else -bias_qd
+    return D.at[np.asarray(act.v_index)].add(d)
 
 
 @pytree_dataclass
 @dataclass(frozen=True)
 class JointTerms:
     """Passive joint terms per velocity coordinate (nv,), leaves: ``damping`` (``f = -damping qd``),
-    ``frictionloss`` (the largest Coulomb friction force), ``friction_velocity`` (scalar: the velocity scale of
-    the smooth friction option)."""
+    ``frictionloss`` (the largest Coulomb friction force), ``spring_stiffness`` and ``spring_reference`` (``f =
+    -spring_stiffness (q - spring_reference)`` on the coordinate of a hinge or slide joint; zero stiffness on the
+    coordinates of other joints), ``friction_velocity`` (scalar: the velocity scale of the smooth friction
+    option). Static: ``q_index`` (nv,) the position coordinate of each velocity coordinate of a one-coordinate
+    joint, -1 on other joints."""
 
     damping: jnp.ndarray
     frictionloss: jnp.ndarray
+    spring_stiffness: jnp.ndarray
+    spring_reference: jnp.ndarray
     friction_velocity: jnp.ndarray
+    q_index: tuple = field(metadata=dict(static=True))
 
     def replace(self, **changes) -> "JointTerms":
         return dataclasses.replace(self, **changes)
 
 
-def joint_terms(model, damping=None, frictionloss=None, friction_velocity=1e-2) -> JointTerms:
-    """`JointTerms` from a scalar (every coordinate), a sequence of nv, or a dict ``{joint name: value}``; a
-    `ModelError` names a negative, non-finite or misshapen value."""
+def joint_terms(model, damping=None, frictionloss=None, spring_stiffness=None, spring_reference=None,
+                friction_velocity=1e-2) -> JointTerms:
+    """`JointTerms`, each from a scalar (every coordinate), a sequence of nv, or a dict ``{joint name: value}``; a
+    `ModelError` names a negative, non-finite or misshapen value (a spring's reference may be negative), or a
+    spring on a joint of several coordinates."""
+    topo, q_index, single = model.topology, np.full(model.nv, -1), np.zeros(model.nv, bool)
+    for k in range(model.nb):
+        if topo.nq_body[k] == 1 and topo.nv_body[k] == 1:
+            q_index[int(topo.v_offset[k])] = int(topo.q_offset[k])
+            single[int(topo.v_offset[k])] = True
+    k = _per_coordinate(model, spring_stiffness, "spring_stiffness")
+    multi = _joints_of(model, np.flatnonzero((np.asarray(k) != 0) & ~single))
+    if multi:
+        raise ModelError(f"spring_stiffness: springs act on hinge and slide joints; joints {multi} have several "
+                         "coordinates (give them zero stiffness)")
     return JointTerms(_per_coordinate(model, damping, "damping"), _per_coordinate(model, frictionloss, "frictionloss"),
-                      jnp.asarray(friction_velocity, model.mass.dtype))
+                      k, _per_coordinate(model, spring_reference, "spring_reference", signed=True),
+                      jnp.asarray(friction_velocity, model.mass.dtype), tuple(int(i) for i in q_index))
 
 
-def _per_coordinate(model, value, what):
+def _per_coordinate(model, value, what, signed=False):
     out = np.zeros(model.nv)
     if isinstance(value, dict):
         for name, x in value.items():
@@ -259,15 +322,28 @@ def _per_coordinate(model, value, what):
             raise ModelError(f"{what}: expected a scalar, a dict by joint name or {model.nv} values, got shape "
                              f"{x.shape}")
         out[:] = x
-    if not np.all(np.isfinite(out)) or np.any(out < 0):
-        raise ModelError(f"{what} must be finite and non-negative, got {out.tolist()}")
+    bad = ~np.isfinite(out) | (not signed) & (out < 0)
+    if bad.any():
+        raise ModelError(f"{what} must be finite{'' if signed else ' and non-negative'}, got "
+                         f"{out[bad].tolist()} on joints {_joints_of(model, np.flatnonzero(bad))}")
     return jnp.asarray(out, model.mass.dtype)
 
 
-def passive_forces(joints: JointTerms, qd, smooth_friction):
-    """Damping, and the smooth Coulomb friction when ``smooth_friction``, (nv,)."""
-    f = -joints.damping * qd
+def _joints_of(model, coordinates):
+    """The names of the joints that own the velocity ``coordinates``, each once."""
+    topo, out = model.topology, []
+    for v in coordinates:
+        k = next(b for b in range(model.nb) if topo.v_offset[b] <= v < topo.v_offset[b] + topo.nv_body[b])
+        if model.joint_names[k] not in out:
+            out.append(model.joint_names[k])
+    return out
+
+
+def passive_forces(joints: JointTerms, q, qd, smooth_friction):
+    """Damping and springs, and the smooth Coulomb friction when ``smooth_friction``, (nv,) at ``(q, qd)``."""
+    qi = np.asarray(joints.q_index)
+    q_j = jnp.where(qi >= 0, q[np.maximum(qi, 0)], 0.0)
+    f = -joints.damping * qd - joints.spring_stiffness * (q_j - joints.spring_reference)
     if smooth_friction:
         f = f - joints.frictionloss * jnp.tanh(qd / joints.friction_velocity)
     return f
-

@@ -36,7 +36,7 @@ from jaxmb.rotation import quat_exp, quat_to_matrix
 from jaxmb.spatial import cross3, mv
 from jaxmb.loops.articulated import forward_dynamics as loop_forward_dynamics
 from jaxmb.loops.embedding import embedding_matrix
-from jaxmb.sim.actuators import actuator_damping, actuator_forces, passive_forces
+from jaxmb.sim.actuators import actuator_forces, implicit_damping, passive_forces
 from jaxmb.sim.closed_loops import advance as loop_advance
 from jaxmb.sim.closed_loops import is_closed, loop_factors, project, spanning_tree, with_armature
 from jaxmb.sim.constraints import (
@@ -65,7 +65,7 @@ class Advance(NamedTuple):
 def applied_forces(scene, q, qd, ctrl):
     """Actuator and passive joint forces (nv,) at ``(q, qd)``."""
     smooth = scene.options.joint_friction == "smooth"
-    return actuator_forces(scene.actuators, q, qd, ctrl) + passive_forces(scene.joints, qd, smooth)
+    return actuator_forces(scene.actuators, q, qd, ctrl) + passive_forces(scene.joints, q, qd, smooth)
 
 
 class Solved(NamedTuple):
@@ -237,7 +237,7 @@ def euler(scene, q, qd, ctrl, dt, warm, implicit=False, position_gains=True, app
     constraint rows are in the axes the step starts from."""
     model = scene.model
     if implicit:
-        D = scene.joints.damping + actuator_damping(scene.actuators, scene.tree.nv, dt, position_gains)
+        D = implicit_damping(scene.actuators, scene.joints, dt, position_gains)
         model = with_armature(model, dt * D)
     closed = is_closed(model)
     tau, T, ab, f_applied, cf = _solved(scene, model, q, qd, ctrl, dt, warm, applied, turning=not closed)

@@ -18,10 +18,13 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   ``forcerange`` (symmetric) where ``forcelimited``, named as in MuJoCo; with their activation dynamics where it is
   none, ``integrator`` (``intvelocity``), ``filter`` or ``filterexact`` (``position``'s ``timeconst``), one
   activation, not ``actearly``, with ``actrange`` where ``actlimited``.
-* joint damping ``dof_damping`` and friction loss ``dof_frictionloss`` per degree of freedom; joint limits (in the
-  model) enforced unless the model disables them; the integrator (``Euler`` -> ``"euler"``, ``RK4`` -> ``"rk4"``,
-  ``implicit`` and ``implicitfast`` -> ``"implicitfast"``, which leaves out ``implicit``'s Coriolis derivatives) and
-  the solver's ``iterations`` (with ``solver="newton"`` also its friction ``cone``); the time step ``dt``.
+* joint damping ``dof_damping`` and friction loss ``dof_frictionloss`` per degree of freedom; the linear springs
+  of hinge and slide joints, ``jnt_stiffness`` about ``qpos_spring`` (`jaxmb.sim.actuators.JointTerms`), unless the
+  model disables springs; joint limits (in the model) enforced unless the model disables them; the integrator
+  (``Euler`` -> ``"euler"``, or ``"implicitfast"`` where joints have damping, which MuJoCo's Euler takes
+  implicitly unless the model disables ``eulerdamp``; ``RK4`` -> ``"rk4"``; ``implicit`` and ``implicitfast`` ->
+  ``"implicitfast"``, which leaves out ``implicit``'s Coriolis derivatives) and the solver's ``iterations`` (with
+  ``solver="newton"`` also its friction ``cone``); the time step ``dt``.
 * keyframes in jaxmb's coordinates (`Keyframe`).
 * equality constraints that close a loop of one-degree-of-freedom joints, as constraints of a
   `jaxmb.loops.LoopModel`: ``connect`` -> `jaxmb.loops.loop_closure` of kind ``"ball"`` (``"planar"`` where the
@@ -126,6 +129,7 @@ def load_mjcf_scene(source, *, assets=None, **make_scene_options) -> MjcfScene:
     pairs = _scene_pairs(mj, chosen, geom_ids, geom_names, [g.body for g in geoms], left)
     specs, actuator_ids = _actuators(mujoco, mj, names, off, left)
     damping = None if off["damper"] else _per_coordinate(mj, m, mj.dof_damping, "damping", names, left)
+    spring_stiffness, spring_reference = (None, None) if off["spring"] else _springs(mj, m)
     frictionloss = None
     if not off["frictionloss"] and np.any(mj.dof_frictionloss > 0):
         frictionloss = _per_coordinate(mj, m, mj.dof_frictionloss, "friction loss", names, left, coulomb=True)
@@ -140,10 +144,17 @@ def load_mjcf_scene(source, *, assets=None, **make_scene_options) -> MjcfScene:
         integrator = "implicitfast"
         left.append(f"the {_enum_name(mujoco.mjtIntegrator(int(mj.opt.integrator)))} integrator (the scene steps "
                     "with \"implicitfast\")")
+    elif integrator == "euler" and not off["eulerdamp"] and damping is not None and np.any(damping > 0):
+        integrator = "implicitfast"  # MuJoCo's Euler takes the joints' damping implicitly
+        damped = [spec.name for spec in specs if spec.kv > 0]
+        if damped:
+            left.append(_listing("the Euler integrator's explicit velocity gains of actuators", damped)
+                        + " (the scene steps with \"implicitfast\", which takes them implicitly, as it takes the "
+                        "joints' damping)")
 
     options = dict(pairs_include=pairs if geoms else None, actuators=specs, damping=damping,
-                   frictionloss=frictionloss, limits=not off["limit"], integrator=integrator,
-                   iterations=int(mj.opt.iterations))
+                   frictionloss=frictionloss, spring_stiffness=spring_stiffness, spring_reference=spring_reference,
+                   limits=not off["limit"], integrator=integrator, iterations=int(mj.opt.iterations))
     if make_scene_options.get("solver") == "newton":  # MuJoCo's problem: the file's friction cone
         options["cone"] = "elliptic" if int(mj.opt.cone) == int(mujoco.mjtCone.mjCONE_ELLIPTIC) else "pyramidal"
     options.update(make_scene_options)
@@ -168,6 +179,7 @@ def _disabled(mujoco, mj) -> dict:
     return dict(contact=constraint or on(bit.mjDSBL_CONTACT), limit=constraint or on(bit.mjDSBL_LIMIT),
                 equality=constraint or on(bit.mjDSBL_EQUALITY),
                 frictionloss=constraint or on(bit.mjDSBL_FRICTIONLOSS), damper=on(bit.mjDSBL_DAMPER),
+                spring=on(bit.mjDSBL_SPRING), eulerdamp=on(bit.mjDSBL_EULERDAMP),
                 actuation=on(bit.mjDSBL_ACTUATION), clampctrl=on(bit.mjDSBL_CLAMPCTRL))
 
 
@@ -403,6 +415,24 @@ def _per_coordinate(mj, m, values, what, names, left, coulomb=False):
     if odd:
         left.append(_listing(f"{what} of the translation of free joints (applied along the body's axes)", odd))
     return out
+
+
+def _springs(mj, m):
+    """``(spring_stiffness, spring_reference)`` (nv,) each in jaxmb's coordinate order: MuJoCo's ``jnt_stiffness``
+    and ``qpos_spring`` (less ``qpos0``, jaxmb's zero) on the coordinate of each hinge and slide joint with a
+    linear spring; ``(None, None)`` where none has one. The springs of ball and free joints and the nonlinear ones
+    (``stiffnesspoly``) are named by `jaxmb.io.mjcf.not_loaded`."""
+    stiffness, reference = np.zeros(mj.nv), np.zeros(mj.nv)
+    for j in range(mj.njnt):
+        if mj.jnt_stiffness[j] == 0 or np.any(mj.jnt_stiffnesspoly[j] != 0):
+            continue
+        if JOINT_TYPES[mj.jnt_type[j]] in ("hinge", "slide"):
+            v, a = m.v_index[mj.jnt_dofadr[j]], mj.jnt_qposadr[j]
+            stiffness[v] = mj.jnt_stiffness[j]
+            reference[v] = mj.qpos_spring[a] - mj.qpos0[a]
+    if not stiffness.any():
+        return None, None
+    return stiffness, reference
 
 
 # -- equality constraints -----------------------------------------------------------------------------------------

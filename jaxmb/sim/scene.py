@@ -120,7 +120,8 @@ class Scene:
 
 
 def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude_parent_child=True, actuators=(),
-               damping=None, frictionloss=None, joint_friction="constraint", limits=True, contact="constraint",
+               damping=None, frictionloss=None, spring_stiffness=None, spring_reference=None,
+               joint_friction="constraint", limits=True, contact="constraint",
                integrator="implicit", iterations=30, tolerance=1e-10, limit_rows=None, stiffness=2e5, dissipation=2.0,
                slip_velocity=1e-3, timeconst=0.02, regularization=None, solver="pgs", cone="elliptic"):
     """Build and check a `Scene` (module docstring) of ``model``, a `jaxmb.Model` or a closed-loop
@@ -129,8 +130,10 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
 
     geoms: `jaxmb.sim.geometry` shapes on the model's bodies; pairs_include / pairs_exclude /
     exclude_parent_child: which of them collide (`jaxmb.sim.geometry.pairs`; by default every pair that can).
-    actuators: `jaxmb.sim.motor`, `position`, `velocity` specs. damping, frictionloss: per coordinate (a scalar,
-    nv values, or a dict by joint name); joint_friction: Coulomb friction as solver rows (``"constraint"``) or
+    actuators: `jaxmb.sim.motor`, `position`, `velocity`, `intvelocity` specs. damping, frictionloss,
+    spring_stiffness, spring_reference: per coordinate (a scalar, nv values, or a dict by joint name; springs
+    ``-spring_stiffness (q - spring_reference)`` on hinge and slide joints only, `jaxmb.sim.actuators.JointTerms`);
+    joint_friction: Coulomb friction as solver rows (``"constraint"``) or
     ``"smooth"``. limits: enforce the model's position limits of one-coordinate joints as unilateral constraints;
     limit_rows: solve at most this many of them a step, those of the coordinates nearest to crossing their limits
     (`jaxmb.sim.constraints.nearest_limits`; None: all of them, every step).
@@ -177,7 +180,7 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
                        exclude_parent_child=exclude_parent_child) if geoms else None
     if pair_table is not None and pair_table.nc == 0:
         pair_table = None
-    joints = joint_terms(tree, damping, frictionloss)
+    joints = joint_terms(tree, damping, frictionloss, spring_stiffness, spring_reference)
     limited = _limited_coordinates(tree) if limits else ()
     if limit_rows is not None:
         if isinstance(limit_rows, bool) or int(limit_rows) != limit_rows or limit_rows < 1:
