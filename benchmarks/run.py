@@ -70,6 +70,7 @@ SCRIPTS = {
     "hamiltonian": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
     "partitioning": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
     "sensitivity": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
+    "compile": {"tiny": ["--tiny"], "quick": [], "full": []},
 }
 
 
@@ -625,7 +626,23 @@ def _sensitivity_table(res):
     return lines
 
 
-SCRIPT_TABLES = {"dynamics": _dynamics_grid, "fused": _fused_table, "loops": _loops_table, "chains": _chains_table,
+def _compile_table(res):
+    """Cold first calls against their targets, and other JAX code's speed with and without jaxmb's XLA options."""
+    lines = ["| first call, cold | solver | seconds (the call) | whole process | target |", "|---|---|---|---|---|"]
+    for r in res.get("cold", []):
+        call = f"{r['seconds']:.1f} s" if r["figure"] != "quickstart" else "-"
+        whole = r.get("process_s", r["seconds"])
+        lines.append(f"| {r['figure']} | {r['solver'] or '-'} | {call} | {whole:.1f} s | {r['target_s']:.0f} s |")
+    if res.get("xla_flags"):
+        lines += ["", "| other JAX code in the process | a call with jaxmb's XLA options | without | with / without "
+                  "(above 1: faster with) | first call with / without |", "|---|---|---|---|---|"]
+    for r in res.get("xla_flags") or []:
+        lines.append(f"| {r['figure']} | {r['per_call_s'] * 1e3:.2f} ms | {r['per_call_s_without'] * 1e3:.2f} ms | "
+                     f"{r['ratio']:.2f}x | {r['first_s']:.1f} / {r['first_s_without']:.1f} s |")
+    return lines
+
+
+SCRIPT_TABLES = {"compile": _compile_table, "dynamics": _dynamics_grid, "fused": _fused_table, "loops": _loops_table, "chains": _chains_table,
                  "mjx": _peer_table("mjx", "MJX"), "jaxsim": _peer_table("jaxsim", "jaxsim"),
                  "sim": _sim_table, "models": _models_table, "hamiltonian": _hamiltonian_table,
                  "partitioning": _partitioning_table, "sensitivity": _sensitivity_table}
