@@ -125,9 +125,10 @@ def run_page(path):
                 out = io.StringIO()
                 with contextlib.redirect_stdout(out):
                     exec(code, namespace)
-            except ModuleNotFoundError as e:
-                if e.name and e.name.split(".")[0] != "jaxmb":
-                    print(f"{path.name}:{statement.lineno}: the optional package {e.name!r} is not installed")
+            except ImportError as e:  # jaxmb's own ImportError of an optional package carries the missing module
+                missing = e if isinstance(e, ModuleNotFoundError) else e.__cause__
+                if isinstance(missing, ModuleNotFoundError) and (missing.name or "jaxmb").split(".")[0] != "jaxmb":
+                    print(f"{path.name}:{statement.lineno}: the optional package {missing.name!r} is not installed")
                     sys.exit(MISSING_PACKAGE_EXIT)
                 raise
             printed = out.getvalue().strip()
@@ -195,6 +196,20 @@ def test_broken_fences_and_markers_are_refused(tmp_path):
     assert (first.source, first.no_run, second.no_run, second.line) == ("x = 1\n", None, "needs a robot", 6)
     assert (third.info, third.source) == ("text", "```python\n")
     assert [b.source for b in runnable(page)] == ["x = 1\n"]
+
+
+def test_a_page_runs_in_order_and_fails_on_a_wrong_print_or_a_deprecated_call(tmp_path, capsys):
+    page = tmp_path / "page.md"
+    page.write_text("```python\nx = [1, 2]\n```\n\nprose\n\n```python\nprint(x)  # [1, 2]\n```\n")
+    with warnings.catch_warnings():
+        run_page(page)
+    assert capsys.readouterr().out == "[1, 2]\n"
+    page.write_text("```python\nprint(3)  # 4\n```\n")
+    with warnings.catch_warnings(), pytest.raises(SystemExit, match="where its comment says"):
+        run_page(page)
+    page.write_text("```python\nimport warnings\nwarnings.warn('old', DeprecationWarning)\n```\n")
+    with warnings.catch_warnings(), pytest.raises(DeprecationWarning, match="old"):
+        run_page(page)
 
 
 def test_a_print_is_checked_against_its_comment():
