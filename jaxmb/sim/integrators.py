@@ -1,24 +1,28 @@
-"""The three time-stepping schemes of `jaxmb.sim.stepping`, each from ``(q, qd)`` to ``(q+, qd+)`` over ``dt``.
+"""The four time-stepping schemes of `jaxmb.sim.stepping`, each from ``(q, qd)`` to ``(q+, qd+)`` over ``dt``.
 
 ``euler``     semi-implicit (symplectic) Euler: ``qd+ = qd + dt qdd(q, qd)``, then ``q+ = q (+) dt qd+`` on each
-              joint's manifold (`jaxmb.integrate`). Constraint impulses are solved for ``qd+``.
+              joint's manifold (`jaxmb.integrate`); a free joint's origin moves on its straight line and its linear
+              velocity keeps its direction in the joint frame (`euler_positions`), as MuJoCo's, whose free joints
+              carry their linear velocity in world axes. Constraint impulses are solved for ``qd+``.
 ``implicit``  the same, with joint damping and the servos' velocity (and, through ``q+ = q + dt qd+``, position)
               gains taken implicitly: ``(M + dt D) (qd+ - qd) = dt f(q, qd)`` with ``D`` their diagonal damping (a
-              position servo's stiffness ``kp`` enters ``D`` as ``dt kp``). ``M + dt D`` is the mass matrix with
-              ``dt D`` added to the armature, so
-              the articulated-body sweep inverts it as it inverts any armature: no matrix is formed. Compliant
-              contact forces are implicit too, through their contact-space derivatives
+              position servo's stiffness ``kp`` and a joint spring's stiffness enter ``D`` as ``dt kp``,
+              `jaxmb.sim.actuators.implicit_damping`). ``M + dt D`` is the mass matrix with ``dt D`` added to the
+              armature, so the articulated-body sweep inverts it as it inverts any armature: no matrix is formed.
+              Compliant contact forces are implicit too, through their contact-space derivatives
               (`jaxmb.sim.constraints.implicit_compliant_forces`): stiff contact at a large step.
-``implicitfast``  ``implicit`` with the velocity gains alone in ``D``, as MuJoCo's ``implicitfast``: the same steps
-              as MuJoCo's where ``implicit`` differs from them by ``dt^2 kp`` terms of the position servos.
+``implicitfast``  ``implicit`` with the velocity gains and joint damping alone in ``D``, as MuJoCo's
+              ``implicitfast``: the same steps as MuJoCo's where ``implicit`` differs from them by ``dt^2 kp`` terms.
 ``rk4``       the classical fourth-order Runge-Kutta method on ``(q, qd)`` in the coordinates of ``q``
-              (quaternion rates by `jaxmb.configuration_rate`), quaternions normalized once at the end: fourth order
-              on every joint, free bodies included. Constraint forces (contacts of the constraint model, limits,
-              Coulomb friction) are solved once at the start of the step, as for ``euler``, and held over the
-              stages; compliant contact forces are evaluated at every stage.
+              (quaternion rates by `jaxmb.configuration_rate`), a free joint's linear velocity in its joint frame's
+              axes (`in_joint_axes`), quaternions normalized once at the end: fourth order on every joint, free
+              bodies included, and a body in free flight on its straight line. Constraint forces (contacts of the
+              constraint model, limits, Coulomb friction) are solved once at the start of the step, as for
+              ``euler``, and held over the stages; compliant contact forces are evaluated at every stage.
 
-A closed-loop scene (`jaxmb.loops.LoopModel`) steps in its own coordinates, the spanning ``q`` and the independent
-velocities ``yd`` in the place of ``qd``, with the same three schemes (`jaxmb.sim.closed_loops`); its
+Every scheme takes the applied inputs of `jaxmb.sim.inputs` (generalized forces and body wrenches) beside the
+controls. A closed-loop scene (`jaxmb.loops.LoopModel`) steps in its own coordinates, the spanning ``q`` and the
+independent velocities ``yd`` in the place of ``qd``, with the same four schemes (`jaxmb.sim.closed_loops`); its
 configuration is projected back onto the loop constraints at the end of every step.
 """
 

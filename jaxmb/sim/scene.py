@@ -203,7 +203,7 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     acts = gather_actuators(tree, actuators)
     if acts.na and integrator == "rk4":
         raise ModelError(f"actuators with activation dynamics {[acts.names[i] for i in acts.stateful]} step with the "
-                         "'euler' or 'implicit' integrator, not 'rk4'")
+                         "'euler', 'implicit' or 'implicitfast' integrator, not 'rk4'")
     return Scene(model, geo, acts, joints, params, pair_table, options)
 
 
