@@ -60,6 +60,7 @@ from jaxmb.kinematics import jacobian_rows
 from jaxmb.sim.closed_loops import is_closed, loop_space
 from jaxmb.sim.collision import Contacts, collide
 from jaxmb.sim.geometry import DEFAULT_FRICTION, geom_poses
+from jaxmb.sim.impedance import mujoco_rows
 from jaxmb.sim.newton import DenseMetric, TreeMetric
 from jaxmb.sim.newton import Problem as NewtonProblem
 from jaxmb.sim.newton import solution as newton_solution
@@ -230,19 +231,26 @@ class JointRows(NamedTuple):
     sign: jnp.ndarray
 
 
+def limit_distances(scene, q):
+    """``(dist, sign)`` (nl,) of each limited coordinate (`Options.limited`): its distance to its nearer bound
+    (1e6 where both are infinite), and +1 at the lower bound, -1 at the upper."""
+    model, limited = scene.tree, scene.options.limited
+    qi = np.asarray([i for i, _ in limited])
+    lower, upper, qj = model.q_lower[qi], model.q_upper[qi], q[qi]
+    to_lower, to_upper = qj - lower, upper - qj
+    at_lower = to_lower <= to_upper
+    dist = jnp.where(at_lower, to_lower, to_upper)
+    return jnp.where(jnp.isfinite(dist), dist, 1e6), jnp.where(at_lower, 1.0, -1.0).astype(q.dtype)
+
+
 def limit_rows(scene, q, dt) -> JointRows:
     """The limit row of every limited coordinate: toward its nearer limit, pushing away from it."""
     model, limited = scene.tree, scene.options.limited
     dtype = q.dtype
     if not limited:
         return _no_joint_rows(model.nv, dtype)
-    qi, vi = (np.asarray(x) for x in zip(*limited))
-    lower, upper, qj = model.q_lower[qi], model.q_upper[qi], q[qi]
-    to_lower, to_upper = qj - lower, upper - qj
-    at_lower = to_lower <= to_upper
-    sign = jnp.where(at_lower, 1.0, -1.0).astype(dtype)
-    dist = jnp.where(at_lower, to_lower, to_upper)
-    dist = jnp.where(jnp.isfinite(dist), dist, 1e6)
+    vi = np.asarray([j for _, j in limited])
+    dist, sign = limit_distances(scene, q)
     return JointRows(sign[:, None] * jnp.asarray(np.eye(model.nv)[vi], dtype),
                      _target(dist, dt, scene.contact.timeconst), jnp.zeros(len(vi), dtype),
                      jnp.full(len(vi), jnp.inf, dtype), vi, sign)
@@ -445,27 +453,39 @@ def newton_forces(scene, model, q, qd, dt, warm, T, ab) -> ConstraintForces:
     if dense:
         M = ab.G.T @ mass_matrix(model.tree, q) @ ab.G if closed else mass_matrix(model, q)
         metric = DenseMetric(M)
-        Z = jax.scipy.linalg.solve_triangular(jnp.linalg.cholesky(M), J[: k * c].T, lower=True)
-        contact_diag = jnp.sum(Z * Z, 0)
-        D = articulated_inertias(model.tree, q).D if closed else ab.D  # the spanning tree's, for a closed loop
-        joint_diag = 1.0 / D[np.asarray(coordinate, int), 0]
     else:
         metric = TreeMetric(joint_poses(model, q), hinge_map(model), ab.G, ab.D, body_inertias(model),
                             model.armature, d, tree.topology, body, coordinate)
-        contact_diag = metric.row_diagonal()
-        joint_diag = 1.0 / ab.D[np.asarray(coordinate, int), 0]
-    if elliptic:
-        contact_diag = jnp.repeat(contact_diag[::3], 3)
-    R = scene.contact.regularization * jnp.concatenate([contact_diag, joint_diag]) + jnp.finfo(dtype).tiny ** 0.5
+    if scene.impedance is not None:  # MuJoCo's soft constraints (`jaxmb.sim.impedance`)
+        limit_dist = limit_distances(scene, q)[0] if scene.options.limited else None
+        stiffness, v_star = mujoco_rows(scene, q, dt, con.dist if c else None, J @ qd, friction(scene) if c else None,
+                                        elliptic, limit_dist)
+    else:
+        stiffness = 1.0 / _regularization(scene, model, q, ab, J, metric, dense, closed, coordinate, k * c, elliptic)
     lo, hi = rows.lo, rows.hi
     if not elliptic:
         lo, hi = jnp.concatenate([jnp.zeros(k * c, dtype), lo]), jnp.concatenate([jnp.full(k * c, jnp.inf, dtype), hi])
-    prob = NewtonProblem(J, qd + dt * ab.qdd, v_star, 1.0 / R, mu, lo, hi, metric)
+    prob = NewtonProblem(J, qd + dt * ab.qdd, v_star, stiffness, mu, lo, hi, metric)
     sol = newton_solution(prob, warm, scene.options.iterations, scene.options.tolerance)
     if c:
         force = jnp.einsum("ce,cer->cr", sol.p[: k * c].reshape(c, k), E) / dt
     compliant = scene.nc and scene.options.contact == "compliant"  # (its forces are not in v_free)
     return ConstraintForces(J.T @ sol.p / dt, f_ext, sol.warm, force, con, prob, sol.p, None if compliant else sol.v)
+
+
+def _regularization(scene, model, q, ab, J, metric, dense, closed, coordinate, n_contact, elliptic):
+    """jaxmb's softness ``R`` (n,) of the Newton solver's rows (`newton_forces`): ``regularization`` times a contact
+    row's diagonal of ``J M^-1 J*`` (a cone's three rows its normal's), a joint row's ``1/D`` of its coordinate."""
+    if dense:
+        Z = jax.scipy.linalg.solve_triangular(jnp.linalg.cholesky(metric.M), J[:n_contact].T, lower=True)
+        contact_diag = jnp.sum(Z * Z, 0)
+        D = articulated_inertias(model.tree, q).D if closed else ab.D  # the spanning tree's, for a closed loop
+    else:
+        contact_diag, D = metric.row_diagonal(), ab.D
+    joint_diag = 1.0 / D[np.asarray(coordinate, int), 0]
+    if elliptic:
+        contact_diag = jnp.repeat(contact_diag[::3], 3)
+    return scene.contact.regularization * jnp.concatenate([contact_diag, joint_diag]) + jnp.finfo(J.dtype).tiny ** 0.5
 
 
 def _softened(diagonal, nc):

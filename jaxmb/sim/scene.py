@@ -19,6 +19,7 @@ from jaxmb.sim.actuators import Actuators, JointTerms, joint_terms
 from jaxmb.sim.actuators import actuators as gather_actuators
 from jaxmb.sim.closed_loops import is_closed, spanning_tree
 from jaxmb.sim.geometry import Geometry, Pairs, geometry, pairs
+from jaxmb.sim.impedance import Impedance
 
 INTEGRATORS = ("euler", "implicit", "implicitfast", "rk4")
 CONTACT_MODELS = ("constraint", "compliant")
@@ -80,13 +81,15 @@ class Options:
 @dataclass(frozen=True)
 class Scene:
     """A model and everything a step needs beside the state (module docstring). ``geometry`` and ``pairs`` are None
-    for a scene without contact."""
+    for a scene without contact; ``impedance`` holds MuJoCo's constraint numbers where the Newton solver's rows are
+    MuJoCo's soft constraints (`jaxmb.sim.impedance`), None for jaxmb's rule (``timeconst``, ``regularization``)."""
 
     model: object
     geometry: Geometry | None
     actuators: Actuators
     joints: JointTerms
     contact: ContactParams
+    impedance: Impedance | None = None
     pairs: Pairs | None = field(default=None, metadata=dict(static=True))
     options: Options = field(default=Options(), metadata=dict(static=True))
 
@@ -204,7 +207,7 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     if acts.na and integrator == "rk4":
         raise ModelError(f"actuators with activation dynamics {[acts.names[i] for i in acts.stateful]} step with the "
                          "'euler', 'implicit' or 'implicitfast' integrator, not 'rk4'")
-    return Scene(model, geo, acts, joints, params, pair_table, options)
+    return Scene(model, geo, acts, joints, params, None, pair_table, options)
 
 
 def _limited_coordinates(model):

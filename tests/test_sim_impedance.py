@@ -1,0 +1,190 @@
+"""MuJoCo's soft constraints in the Newton solver (`jaxmb.sim.impedance`), with MuJoCo itself as the oracle.
+
+* The rows: at states where contacts and limits are engaged, each row's stiffness ``D`` and target ``v_star`` equal
+  MuJoCo's ``efc_D`` and ``efc_vel + dt efc_aref`` to 1e-12 (a contact's tangent rows up to the turn of its frame
+  about the normal): two geoms of different ``solref``, ``solimp``,
+  ``solmix``, margins and gaps (MuJoCo's mixing), limits with their own ``solreflimit``, ``solimplimit`` and margin,
+  joint friction, both cones and an ``impratio`` on the pyramid.
+* Trajectories: a sphere and a box landing while sliding and spinning, and a two-hinge arm started outside both its
+  ranges, follow ``mj_step`` (Euler, the file's defaults, MuJoCo's solver tolerance at round-off) over hundreds of
+  steps to 1e-8, on both cones: the rest pose is MuJoCo's.
+* The impedance ``d(r)`` against MuJoCo's ``efc_KBIP`` (its third column) over a sweep of penetrations, and
+  `reference_weights` against MuJoCo's ``body_invweight0`` and ``dof_invweight0``.
+"""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+mujoco = pytest.importorskip("mujoco")
+
+from checks import assert_close  # noqa: E402
+
+from jaxmb import sim  # noqa: E402
+from jaxmb.errors import ModelError  # noqa: E402
+from jaxmb.sim.constraints import newton_forces  # noqa: E402
+from jaxmb.sim.impedance import impedance, reference_weights, with_mujoco_impedance  # noqa: E402
+from jaxmb.sim.integrators import step_factors  # noqa: E402
+from jaxmb.sim.mjcf_impedance import mujoco_impedance  # noqa: E402
+from jaxmb.kinematics import forward_kinematics  # noqa: E402
+
+DT = 0.002
+
+SPHERE = """<mujoco><option timestep="0.002" cone="{cone}" integrator="Euler" impratio="{impratio}"/>
+<worldbody><geom name="floor" type="plane" size="5 5 .1" friction="0.6" solref="0.03 0.9" solimp="0.8 0.97 0.002 0.4 3"
+  solmix="2" margin="0.004" gap="0.001"/>
+<body pos="0 0 0.12"><freejoint/><geom type="sphere" size="0.1" mass="1.3" friction="0.6" solref="0.015 1.1"
+  solimp="0.85 0.93 0.003 0.6 1.5" margin="0.006" gap="0.002"/></body></worldbody></mujoco>"""
+
+BOX = """<mujoco><option timestep="0.002" cone="{cone}" integrator="Euler" tolerance="1e-15"/>
+<worldbody><geom type="plane" size="5 5 .1" friction="0.7"/>
+<body pos="0 0 0.08"><freejoint/><geom type="box" size="0.1 0.07 0.05" mass="1.2"/></body></worldbody></mujoco>"""
+
+ARM = """<mujoco><option timestep="0.002" cone="{cone}" integrator="Euler" tolerance="1e-15"/>
+<worldbody><body pos="0 0 1">
+<joint name="shoulder" axis="0 1 0" range="-30 30" solreflimit="0.01 0.8" solimplimit="0.8 0.9 0.01 0.5 2"
+  margin="0.01" frictionloss="0.05"/>
+<geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.03" mass="1"/>
+<body pos="0.4 0 0"><joint name="elbow" axis="0 1 0" range="-10 60"/>
+<geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" mass="0.5"/></body></body></worldbody></mujoco>"""
+
+
+def scene_of(xml, cone):
+    mj = mujoco.MjModel.from_xml_string(xml)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loaded = sim.load_mjcf_scene(mj, solver="newton", cone=cone, iterations=100, tolerance=1e-14)
+    return mj, loaded, mujoco_impedance(mj, loaded.scene, loaded.mujoco_map, loaded.geom_ids)
+
+
+def rows_at(scene, q, qd):
+    """``(D, v_star)`` of the Newton solver's rows at ``(q, qd)``."""
+    T = forward_kinematics(scene.tree, q)
+    ab = step_factors(scene.model, q, qd, jnp.zeros_like(qd), None)
+    prob = newton_forces(scene, scene.model, q, qd, DT, jnp.zeros(scene.rows), T, ab).problem
+    return prob.D, prob.v_star
+
+
+@pytest.mark.parametrize("cone, impratio", [("elliptic", 1.0), ("pyramidal", 1.0), ("pyramidal", 3.0)])
+def test_contact_rows_are_mujocos(cone, impratio):
+    """A sphere 2 mm into the floor, sliding, spinning and sinking: its rows' ``D`` and ``v_star`` are MuJoCo's."""
+    mj, loaded, scene = scene_of(SPHERE.format(cone=cone, impratio=impratio), cone)
+    d = mujoco.MjData(mj)
+    d.qpos[2] = 0.098
+    d.qvel[:] = [0.8, -0.3, -0.4, 1.5, 2.0, -3.0]
+    mujoco.mj_forward(mj, d)
+    m = loaded.mujoco_map
+    q = jnp.asarray(m.qpos_to_q(d.qpos))
+    D, v_star = rows_at(scene, q, jnp.asarray(m.qvel_to_qd(q, d.qvel)))
+    theirs = d.efc_vel + DT * d.efc_aref
+    assert d.nefc == D.shape[0]
+    assert_close(D, d.efc_D, 1e-12, scale=np.abs(d.efc_D).max())
+    # the contact frames' tangents differ by a turn about the normal: the cone's tangent rows agree in length, the
+    # pyramid's edges as a set
+    if cone == "elliptic":
+        assert_close(v_star[0], theirs[0], 1e-12)
+        assert_close(jnp.linalg.norm(v_star[1:]), np.linalg.norm(theirs[1:]), 1e-12)
+    else:
+        assert_close(jnp.sort(v_star), np.sort(theirs), 1e-12)
+
+
+@pytest.mark.parametrize("cone", ["elliptic", "pyramidal"])
+def test_limit_and_friction_rows_are_mujocos(cone):
+    """The arm outside both ranges (the shoulder within its margin too), moving: the limit rows (MuJoCo's order:
+    friction, then limits) and the shoulder's friction row are MuJoCo's."""
+    mj, loaded, scene = scene_of(ARM.format(cone=cone), cone)
+    d = mujoco.MjData(mj)
+    d.qpos[:] = [0.53, -0.4]
+    d.qvel[:] = [0.5, -1.0]
+    mujoco.mj_forward(mj, d)
+    m = loaded.mujoco_map
+    q = jnp.asarray(m.qpos_to_q(d.qpos))
+    D, v_star = rows_at(scene, q, jnp.asarray(m.qvel_to_qd(q, d.qvel)))
+    # jaxmb's rows: limits (shoulder, elbow), then friction; MuJoCo's: friction, then the limits
+    order = np.array([2, 0, 1])
+    assert d.nefc == 3
+    assert_close(D[order], d.efc_D, 1e-12, scale=np.abs(d.efc_D).max())
+    assert_close(v_star[order], d.efc_vel + DT * d.efc_aref, 1e-12)
+
+
+def follows_mujoco(xml, cone, qpos, qvel, steps):
+    """The largest difference of ``q`` from MuJoCo's over ``steps`` Euler steps from ``(qpos, qvel)``, and the final
+    configurations."""
+    mj, loaded, scene = scene_of(xml.format(cone=cone), cone)
+    d = mujoco.MjData(mj)
+    d.qpos[:] = qpos
+    d.qvel[:] = qvel
+    m = loaded.mujoco_map
+    q = jnp.asarray(m.qpos_to_q(d.qpos))
+    _, states = jax.jit(sim.rollout, static_argnames="steps")(
+        scene, sim.init_state(scene, q, jnp.asarray(m.qvel_to_qd(q, d.qvel))), DT, steps=steps)
+    worst = 0.0
+    for i in range(steps):
+        mujoco.mj_step(mj, d)
+        worst = max(worst, float(np.abs(np.asarray(states.q[i]) - m.qpos_to_q(d.qpos)).max()))
+    return worst, np.asarray(states.q[-1]), m.qpos_to_q(d.qpos)
+
+
+@pytest.mark.parametrize("cone", ["elliptic", "pyramidal"])
+def test_sphere_and_box_landing_while_sliding_and_spinning_follow_mj_step(cone):
+    """A sphere (one contact, the mixed numbers of the two geoms) and a box (four corners, the file's defaults)
+    dropped while sliding and spinning: their configurations stay within 1e-8 of MuJoCo's over 400 steps, through
+    the landing, the slide and the rest."""
+    worst, *_ = follows_mujoco(SPHERE.replace("{impratio}", "1"), cone, [0, 0, 0.12, 1, 0, 0, 0],
+                               [1.1, 0.3, -0.5, 2.0, -5.5, 3.0], 400)
+    assert worst < 1e-8, worst
+    worst, ours, theirs = follows_mujoco(BOX, cone, [0, 0, 0.08, 1, 0, 0, 0], [1.1, 0, 0, 0, 0, 5.5], 400)
+    assert worst < 1e-8, worst
+
+
+def test_arm_started_outside_its_ranges_follows_mj_step():
+    """The two-hinge arm from 0.7 rad (the shoulder's range ends at 0.52) and -0.4 (the elbow's at -0.17): the
+    limits push it back as MuJoCo's do, to 1e-10 over 1000 steps."""
+    worst, *_ = follows_mujoco(ARM, "pyramidal", [0.7, -0.4], [0.5, 1.0], 1000)
+    assert worst < 1e-10, worst
+
+
+def test_impedance_equals_mujocos_over_a_sweep_of_penetrations():
+    """``d(r)`` of the sphere's mixed ``solimp`` (power 2.25, its midpoint, saturation past the width) at 40
+    depths equals MuJoCo's ``efc_KBIP[:, 2]``."""
+    mj, loaded, scene = scene_of(SPHERE.format(cone="elliptic", impratio=1), "elliptic")
+    d = mujoco.MjData(mj)
+    ours, theirs = [], []
+    for depth in np.linspace(-0.004, 0.006, 40):
+        d.qpos[2] = 0.1 - depth
+        mujoco.mj_forward(mj, d)
+        if d.ncon:
+            theirs.append(d.efc_KBIP[0, 2])
+            ours.append(float(impedance(scene.impedance.contact_solimp[0],
+                                        d.contact.dist[0] - (scene.impedance.contact_margin[0]
+                                                             - scene.impedance.contact_gap[0]))))
+    assert len(ours) > 30
+    assert_close(np.array(ours), np.array(theirs), 1e-14)
+
+
+def test_reference_weights_are_mujocos_invweight0():
+    """`reference_weights` of the arm at ``qpos0`` equals MuJoCo's ``body_invweight0[:, 0]`` and
+    ``dof_invweight0``."""
+    mj = mujoco.MjModel.from_xml_string(ARM.format(cone="pyramidal"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loaded = sim.load_mjcf_scene(mj, solver="newton")
+    m = loaded.mujoco_map
+    body, dof = reference_weights(loaded.scene.tree, jnp.asarray(m.qpos_to_q(mj.qpos0)))
+    index = np.asarray(m.body_index)[1:]
+    assert_close(body[index], mj.body_invweight0[1:, 0], 1e-12)
+    assert_close(dof[np.asarray(m.v_index)], mj.dof_invweight0, 1e-12)
+
+
+def test_mujoco_rows_need_the_newton_solver_and_an_elliptic_impratio_of_one():
+    mj, loaded, _ = scene_of(SPHERE.format(cone="elliptic", impratio=1), "elliptic")
+    with pytest.raises(ModelError, match="impratio 2.0"):
+        with_mujoco_impedance(loaded.scene, impratio=2.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pgs = sim.load_mjcf_scene(mj, solver="pgs").scene
+    with pytest.raises(ModelError, match="solver='newton'"):
+        with_mujoco_impedance(pgs)
