@@ -8,6 +8,8 @@
 * Trajectories: a sphere and a box landing while sliding and spinning, and a two-hinge arm started outside both its
   ranges, follow ``mj_step`` (Euler, the file's defaults, MuJoCo's solver tolerance at round-off) over hundreds of
   steps to 1e-8, on both cones: the rest pose is MuJoCo's.
+* RK4: the arm's limits follow MuJoCo's RK4 to 1e-10; a step in contact equals MuJoCo's tableau on MuJoCo's own
+  stage accelerations to 1e-12.
 * The impedance ``d(r)`` against MuJoCo's ``efc_KBIP`` (its third column) over a sweep of penetrations, and
   `reference_weights` against MuJoCo's ``body_invweight0`` and ``dof_invweight0``.
 """
@@ -145,6 +147,49 @@ def test_arm_started_outside_its_ranges_follows_mj_step():
     limits push it back as MuJoCo's do, to 1e-10 over 1000 steps."""
     worst, *_ = follows_mujoco(ARM, "pyramidal", [0.7, -0.4], [0.5, 1.0], 1000)
     assert worst < 1e-10, worst
+
+
+def test_rk4_with_limits_follows_mujocos_rk4():
+    """Under RK4 MuJoCo solves its constraints at each of the four stages: the arm pushed back by its limits follows
+    MuJoCo's RK4 to 1e-10 over 500 steps."""
+    worst, *_ = follows_mujoco(ARM.replace('integrator="Euler"', 'integrator="RK4"'), "pyramidal", [0.7, -0.4],
+                               [0.5, 1.0], 500)
+    assert worst < 1e-10, worst
+
+
+@pytest.mark.parametrize("cone", ["elliptic", "pyramidal"])
+def test_rk4_step_in_contact_is_the_tableau_on_mujocos_stage_accelerations(cone):
+    """One RK4 step of the sphere sliding and spinning on the floor equals MuJoCo's tableau (stage ``i`` at ``q (+)
+    c_i dt qvel_(i-1)`` by ``mj_integratePos``, velocities ``qvel + c_i dt qacc_(i-1)``, the end at ``q (+) dt sum b_i
+    qvel_i``) evaluated with MuJoCo's own ``mj_forward`` accelerations at every stage, to 1e-12."""
+    xml = SPHERE.replace("{impratio}", "1").replace('integrator="Euler"', 'integrator="RK4" tolerance="1e-15"')
+    mj, loaded, scene = scene_of(xml.format(cone=cone), cone)
+    m = loaded.mujoco_map
+    q0 = np.array([0.01, -0.02, 0.095, 0.9, 0.1, -0.2, 0.3])
+    q0[3:] /= np.linalg.norm(q0[3:])
+    v0 = np.array([1.1, 0.3, -0.2, 2.0, -5.5, 3.0])
+
+    def qacc(qpos, qvel):
+        d = mujoco.MjData(mj)
+        d.qpos[:], d.qvel[:] = qpos, qvel
+        mujoco.mj_forward(mj, d)
+        return d.qacc.copy()
+
+    def moved(dx):
+        qpos = q0.copy()
+        mujoco.mj_integratePos(mj, qpos, dx, DT)
+        return qpos
+
+    X, F = [v0], [qacc(q0, v0)]
+    for c in (0.5, 0.5, 1.0):
+        X.append(v0 + c * DT * F[-1])
+        F.append(qacc(moved(c * X[-2]), X[-1]))
+    qpos = moved((X[0] + 2 * X[1] + 2 * X[2] + X[3]) / 6)
+    qvel = v0 + DT * (F[0] + 2 * F[1] + 2 * F[2] + F[3]) / 6
+    q = jnp.asarray(m.qpos_to_q(q0))
+    ours = sim.step(scene, sim.init_state(scene, q, jnp.asarray(m.qvel_to_qd(q, v0))), None, DT)
+    assert_close(ours.q, m.qpos_to_q(qpos), 1e-12)
+    assert_close(ours.qd, m.qvel_to_qd(ours.q, qvel), 1e-12)
 
 
 def test_impedance_equals_mujocos_over_a_sweep_of_penetrations():

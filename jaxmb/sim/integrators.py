@@ -264,15 +264,53 @@ def euler(scene, q, qd, ctrl, dt, warm, implicit=False, position_gains=True, app
     return Advance(q_next, qd_next, cf, jnp.asarray(True))
 
 
+def stages_on_the_manifold(tree, q, qd, dt, accelerations):
+    """``(q+, qd+)``: MuJoCo's RK4 step of a tree from ``(q, qd)``, ``accelerations(q_s, qd_s)`` (nv,) at a stage.
+    The velocities ``w`` are MuJoCo's (a free joint's linear velocity in its joint frame's axes, `in_joint_axes`);
+    stage ``i`` is at ``q (+) c_i dt w_(i-1)`` and the step ends at ``q (+) dt (w_1 + 2 w_2 + 2 w_3 + w_4) / 6``,
+    each ``(+)`` a step of `euler_positions` from ``q``: on every joint's manifold, as MuJoCo's ``mj_integratePos``
+    (the classical method in the coordinates of ``q`` moves a quaternion off the unit sphere at its stages)."""
+    w = in_joint_axes(tree, q, qd)
+
+    def at(h, w_s):
+        return euler_positions(tree, q, in_joint_axes(tree, q, w_s, inverse=True), h)[0]
+
+    def acc(q_s, w_s):
+        v_s = in_joint_axes(tree, q_s, w_s, inverse=True)
+        return in_joint_axes(tree, q_s, accelerations(q_s, v_s) + turning_rates(tree, v_s))
+
+    a1 = acc(q, w)
+    w2 = w + 0.5 * dt * a1
+    a2 = acc(at(0.5 * dt, w), w2)
+    w3 = w + 0.5 * dt * a2
+    a3 = acc(at(0.5 * dt, w2), w3)
+    w4 = w + dt * a3
+    a4 = acc(at(dt, w3), w4)
+    q_next = at(dt, (w + 2 * w2 + 2 * w3 + w4) / 6)
+    w_next = w + dt / 6 * (a1 + 2 * a2 + 2 * a3 + a4)
+    return q_next, in_joint_axes(tree, q_next, w_next, inverse=True)
+
+
 def rk4(scene, q, qd, ctrl, dt, warm, applied=Applied()) -> Advance:
     """Classical Runge-Kutta (module docstring) under the controls ``ctrl`` and the `jaxmb.sim.inputs.Applied`
     inputs, the body wrenches re-expressed at each stage's pose. A closed-loop scene's stages move its spanning
-    ``q`` at ``G(q) yd``, whose exact flow keeps ``phi(q) = 0``; the end of the step projects onto it."""
+    ``q`` at ``G(q) yd``, whose exact flow keeps ``phi(q) = 0``; the end of the step projects onto it. A scene with
+    MuJoCo's soft constraints (`jaxmb.sim.impedance`) steps as MuJoCo's RK4: it solves them at every stage, the
+    stage's accelerations ``(v - v_s) / dt`` of the velocity problem at the stage (its minimizer is the
+    accelerations' problem's, whatever the ``dt``), and a tree's stages move on the joints' manifolds
+    (`stages_on_the_manifold`)."""
     model, tree = scene.model, scene.tree
     cf = _solved(scene, model, q, qd, ctrl, dt, warm, applied).cf
     compliant = scene.nc and scene.options.contact == "compliant"
 
     def rate(q_s, v_s):
+        if scene.impedance is not None:  # the rows solved at the stage, for the velocity in its axes (`euler`)
+            closed = is_closed(model)
+            _, _, ab, _, stage = _solved(scene, model, q_s, v_s, ctrl, dt, warm, applied, turning=not closed)
+            qdd = ab.qdd if stage.velocity is None else (stage.velocity - v_s) / dt
+            if closed:
+                return configuration_rate(tree, q_s, ab.G @ v_s), qdd  # a closed loop's embedding G
+            return configuration_rate(tree, q_s, v_s), qdd - turning_rates(model, v_s)
         tau, qd_s = _generalized_forces(scene, model, q_s, v_s, ctrl, applied.qfrc)
         f_ext = cf.f_ext
         if compliant or applied.xfrc is not None:
@@ -285,6 +323,9 @@ def rk4(scene, q, qd, ctrl, dt, warm, applied=Applied()) -> Advance:
         f_ext = with_applied(f_ext, tree, T, applied) if applied.xfrc is not None else f_ext
         return configuration_rate(tree, q_s, qd_s), _accelerations(model, q_s, v_s, tau + cf.tau, f_ext)
 
+    if scene.impedance is not None and not is_closed(model):
+        q_next, qd_next = stages_on_the_manifold(tree, q, qd, dt, lambda q_s, v_s: rate(q_s, v_s)[1])
+        return Advance(q_next, qd_next, cf, jnp.asarray(True))
     if is_closed(model):
         staged = rate
     else:  # free joints' linear velocities in their joint frames' axes (`in_joint_axes`)
