@@ -43,13 +43,14 @@ from jaxmb.errors import ModelError  # noqa: E402
 from jaxmb.kinematics import forward_kinematics  # noqa: E402
 from jaxmb.sim.actuators import actuator_forces, passive_forces  # noqa: E402
 from jaxmb.sim.geometry import geom_poses  # noqa: E402
-from jaxmb.sim.mjcf import GEOM_TYPES, load_mjcf_scene  # noqa: E402
+from jaxmb.sim.mjcf import GEOM_TYPES, INERT, load_mjcf_scene  # noqa: E402
 
 TOL = 1e-9
 MJX_MODELS = Path(mujoco.__file__).parent / "mjx" / "test_data"
 SHIPPED = {"humanoid": MJX_MODELS / "humanoid" / "humanoid.xml",
            "barkour": MJX_MODELS / "barkour_v0" / "assets" / "barkour_v0_mjx.xml",
            "shadow_hand": MJX_MODELS / "shadow_hand" / "right_hand.xml"}
+DROP = {"humanoid": "springs", "barkour": "height fields", "shadow_hand": "meshes"}  # what each needs dropped
 
 
 def quietly(source, **options):
@@ -62,7 +63,7 @@ def quietly(source, **options):
 
 @pytest.fixture(scope="module")
 def shipped():
-    return {name: quietly(path) for name, path in SHIPPED.items()}
+    return {name: quietly(path, drop=DROP[name]) for name, path in SHIPPED.items()}
 
 
 def random_state(mj, rng):
@@ -167,14 +168,21 @@ def test_shipped_keyframes_round_trip_to_mujocos(shipped):
     assert len(shipped["humanoid"][0].keyframes) == 3 and not shipped["shadow_hand"][0].keyframes
 
 
-def test_shipped_warnings_name_what_is_left_out(shipped):
-    """One warning per model: the humanoid's joint springs, Barkour's height field and sensors, the Shadow hand's
-    collision meshes replaced by their bounding boxes; the humanoid's contact pairs are its four explicit
-    foot-floor pairs (its body geoms have no bitmask)."""
+def test_shipped_models_refuse_what_they_need_dropped_and_warn_of_it(shipped):
+    """Without ``drop`` each model is refused, naming its category: the humanoid's joint springs, Barkour's height
+    field, the Shadow hand's collision meshes (replaced by their bounding boxes); with it, one warning per model
+    names them, and ``left_out`` lists them with Barkour's sensors, cameras, lights and custom data (which change no
+    motion, and are not warned of);
+    the humanoid's contact pairs are its four explicit foot-floor pairs (its body geoms have no bitmask)."""
+    for name, path in SHIPPED.items():
+        with pytest.raises(ModelError, match=f"drop {DROP[name]!r}"):
+            load_mjcf_scene(path)
     (humanoid, hw), (barkour, bw), (hand, sw) = (shipped[n] for n in SHIPPED)
     assert len(hw) == len(bw) == len(sw) == 1
     assert "joint springs" in hw[0] and "'knee_right'" in hw[0]
-    assert "hfield_floor (hfield)" in bw[0] and "sensors" in bw[0] and barkour.scene.pairs is None
+    assert "'hfield_floor'" in bw[0] and "sensors" not in bw[0] and barkour.scene.pairs is None
+    assert {e.category for e in barkour.left_out} == {"height fields", "hfield assets", "sensors", "cameras",
+                                                      "lights", "custom data"}
     assert "meshes replaced by their bounding boxes" in sw[0]
     geo, P = humanoid.scene.geometry, humanoid.scene.pairs
     assert {frozenset((geo.names[a], geo.names[b])) for a, b in zip(P.a, P.b)} == {
@@ -234,9 +242,9 @@ def test_pairs_are_those_mujoco_checks(filterparent):
     mj = mujoco.MjModel.from_xml_string(FILTERS)
     if not filterparent:
         mj.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_FILTERPARENT
-    s, _ = quietly(mj)
+    s, caught = quietly(mj)
     geo, P = s.scene.geometry, s.scene.pairs
-    assert "a_visual" not in geo.names and "e" in geo.names
+    assert not caught and "a_visual" not in geo.names and "e" in geo.names
     assert {frozenset((geo.names[a], geo.names[b])) for a, b in zip(P.a, P.b)} == mujoco_checked_pairs(mj)
 
 
@@ -287,23 +295,50 @@ LEFT_OUT = """<mujoco model="left_out">
 </mujoco>"""
 
 
-def test_warning_names_everything_left_out():
-    """One warning names each geom replaced or left out (cylinder, ellipsoid, mesh, height field, torsional
-    friction, margin), the explicit pair whose friction the scene cannot give, each actuator left out with why
-    (a position servo on a joint with a reference position, a ball joint's motor, activation dynamics, an affine
-    bias that is no servo, an asymmetric force range, a site transmission, an affine gain), each equality left out
-    (one that fixes a joint, an inactive one) and the tendon; the one servo that maps stays, by its name."""
-    s, caught = quietly(LEFT_OUT)
-    assert len(caught) == 1 and caught[0].startswith("<mjcf string>: left out of the simulator scene")
-    message = caught[0]
-    for name in ("can", "egg", "rock", "ground (hfield)", "floor", "slippery", "servo_ref", "ball_motor", "filtered",
-                 "affine", "lopsided", "site_motor", "damped", "lock", "later", "cable"):
+REFUSED = ("tendons", "cylinders", "ellipsoids", "meshes", "height fields", "condim", "margins", "pair friction",
+           "actuators", "equalities")  # the categories of LEFT_OUT, in the order the refusal names them
+
+
+def test_everything_left_out_is_refused_by_category_until_dropped():
+    """Without ``drop``, one `ModelError` names the source, each geom replaced or left out (cylinder, ellipsoid,
+    mesh, height field, torsional friction, margin), the explicit pair whose friction the scene cannot give, each
+    actuator left out with why (a position servo on a joint with a reference position, a ball joint's motor,
+    activation dynamics, an affine bias that is no servo, an asymmetric force range, a site transmission, an affine
+    gain), each equality left out (one that fixes a joint, an inactive one) and the tendon, each with the category
+    that drops it; dropping all but one category still refuses that one's elements, and only those. With
+    ``drop="all"`` the scene builds: one warning names each, ``left_out`` lists them by category, and the one servo
+    that maps stays, by its name."""
+    names = ("can", "egg", "rock", "'ground'", "floor", "slippery", "servo_ref", "ball_motor", "filtered", "affine",
+             "lopsided", "site_motor", "damped", "lock", "later", "cable")
+    with pytest.raises(ModelError) as refused:
+        load_mjcf_scene(LEFT_OUT)
+    message = str(refused.value)
+    assert message.startswith("<mjcf string>: the simulator scene cannot build")
+    for name in names:
         assert name in message, name
-    assert "site transmission" in message and "activation dynamics that act early" in message
-    assert "inactive at the start" in message and "asymmetric force range" in message
+    for category in REFUSED:
+        assert f"drop {category!r}" in message, category
+    assert f"drop={REFUSED!r}" in message  # the option that builds it
+    with pytest.raises(ModelError, match=r"tendons 'cable' \(drop 'tendons'\)\. Pass") as one:
+        load_mjcf_scene(LEFT_OUT, drop=REFUSED[1:])
+    assert "'can'" not in str(one.value)
+    s, caught = quietly(LEFT_OUT, drop="all")
+    assert len(caught) == 1 and caught[0].startswith("<mjcf string>: dropped from the simulator scene")
+    for name in names:
+        assert name in caught[0], name
+    assert "site transmission" in caught[0] and "activation dynamics that act early" in caught[0]
+    assert "inactive at the start" in caught[0] and "asymmetric force range" in caught[0]
     assert s.scene.actuators.names == ("spin",) and s.actuator_ids == (0,)
-    assert s.left_out and all(entry in message for entry in s.left_out)
+    assert {e.category for e in s.left_out} - INERT == set(REFUSED)
+    assert all(e.what in caught[0] for e in s.left_out if e.category not in INERT)
     assert s.scene.model is s.scene.tree  # no loop constraint maps
+    assert quietly(LEFT_OUT, drop=REFUSED)[0].left_out == s.left_out
+
+
+def test_drop_names_only_known_categories():
+    """A ``drop`` that names no category is a `ModelError` that lists them."""
+    with pytest.raises(ModelError, match=r"<mjcf string>: drop names no category \['tendon'\].*'tendons'"):
+        load_mjcf_scene(LEFT_OUT, drop=("tendon",))
 
 
 def test_bad_input_names_the_source_and_the_geom_or_actuator():
@@ -313,11 +348,11 @@ def test_bad_input_names_the_source_and_the_geom_or_actuator():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with pytest.raises(ModelError, match=r"<mjcf string>: actuator 'backwards' .*non-negative"):
-            load_mjcf_scene(bad_servo)
+            load_mjcf_scene(bad_servo, drop="all")
         mj = mujoco.MjModel.from_xml_string(LEFT_OUT)
         mj.geom_size[mj.geom("hand").id, 0] = -0.03
         with pytest.raises(ModelError, match=r"<MjModel 'left_out'>: geom 'hand'.*radius"):
-            load_mjcf_scene(mj)
+            load_mjcf_scene(mj, drop="all")
 
 
 # -- without contact: MuJoCo's RK4 steps --------------------------------------------------------------------------
@@ -439,14 +474,15 @@ DROPS = """<mujoco model="drops">
 
 
 def test_dropped_bodies_rest_at_mujocos_height():
-    """A sphere, a box and a capsule (lying) dropped on a plane, 1 s of implicit steps: they come to rest on the
-    surface (heights 0.05, 0.04, 0.03 to 1e-6), and their poses equal MuJoCo's to 1e-5, MuJoCo's stiff soft
-    contact's sinking (module docstring)."""
-    s, _ = quietly(DROPS)
+    """A sphere, a box and a capsule (lying) dropped on a plane, 1 s of implicit steps from the file's pose (the
+    scene's default start): they come to rest on the surface (heights 0.05, 0.04, 0.03 to 1e-6), and their poses
+    equal MuJoCo's to 1e-5, MuJoCo's stiff soft contact's sinking (module docstring). The scene steps with
+    ``solver="pgs"``: its hard contact rests within 1e-6 of the surface, where the Newton solver's rows are as soft
+    as its regularization (the next test)."""
+    s, _ = quietly(DROPS, solver="pgs")
     assert s.scene.options.integrator == "implicitfast" and s.scene.options.iterations == s.mj.opt.iterations
     steps = 500
-    final = fast_jit(lambda state: sim.rollout(s.scene, state, s.dt, steps=steps)[0])(
-        sim.init_state(s.scene, s.mujoco_map.qpos_to_q(s.mj.qpos0)))
+    final = fast_jit(lambda state: sim.rollout(s.scene, state, s.dt, steps=steps)[0])(s.init_state())
     data = mujoco.MjData(s.mj)
     for _ in range(steps):
         mujoco.mj_step(s.mj, data)
@@ -459,17 +495,17 @@ def test_dropped_bodies_rest_at_mujocos_height():
 
 @pytest.mark.parametrize("cone", ["elliptic", "pyramidal"])
 def test_newton_solver_takes_the_files_friction_cone(cone):
-    """With ``solver="newton"`` the scene takes the file's ``cone``, a keyword's overrides it, and the bodies dropped
-    on the plane come to rest on it (heights 0.05, 0.04, 0.03 to 1e-3: the Newton rows are softer) with the weights
-    carried to 1e-6; the default solver solves Coulomb's elliptic cone whatever the file says."""
+    """By default (the Newton solver) the scene takes the file's ``cone``, a keyword's overrides it, and the bodies
+    dropped on the plane come to rest on it (heights 0.05, 0.04, 0.03 to 1e-3: the Newton rows are softer) with the
+    weights carried to 1e-6; ``solver="pgs"`` solves Coulomb's elliptic cone whatever the file says."""
     source = DROPS.replace('integrator="implicitfast"', f'integrator="implicitfast" cone="{cone}"')
-    s, _ = quietly(source, solver="newton")
+    s, _ = quietly(source)
+    assert s.scene.options.solver == "newton"
     assert s.scene.options.cone == cone and s.scene.rows == (3 if cone == "elliptic" else 4) * s.scene.nc
     other = "pyramidal" if cone == "elliptic" else "elliptic"
-    assert quietly(source, solver="newton", cone=other)[0].scene.options.cone == other
-    assert quietly(source)[0].scene.options.cone == "elliptic"
-    final = fast_jit(lambda state: sim.rollout(s.scene, state, s.dt, steps=500)[0])(
-        sim.init_state(s.scene, s.mujoco_map.qpos_to_q(s.mj.qpos0)))
+    assert quietly(source, cone=other)[0].scene.options.cone == other
+    assert quietly(source, solver="pgs")[0].scene.options.cone == "elliptic"
+    final = fast_jit(lambda state: sim.rollout(s.scene, state, s.dt, steps=500)[0])(s.init_state())
     qpos = s.mujoco_map.q_to_qpos(np.asarray(final.q))
     heights = [s.mj.jnt_qposadr[s.mj.body(b).jntadr[0]] + 2 for b in ("ball", "brick", "rod")]
     assert_close(qpos[heights], [0.05, 0.04, 0.03], 1e-3)
@@ -577,8 +613,11 @@ def residuals_match_mujoco(s, rng, trials=3):
 
 def test_welded_arm_maps_and_a_loop_through_a_free_joint_is_left_out():
     """A seven-hinge arm welded to the world at its tip becomes one loop of six rows whose residual is MuJoCo's;
-    a ``connect`` of two sites that closes a loop through a free joint is left out, with why."""
-    s, caught = quietly(WELDS)
+    a ``connect`` of two sites that closes a loop through a free joint is refused, and with ``drop="equalities"``
+    left out, with why."""
+    with pytest.raises(ModelError, match=r"'hold' \(.*free joint.*\(drop 'equalities'\)"):
+        load_mjcf_scene(WELDS)
+    s, caught = quietly(WELDS, drop="equalities")
     assert s.equality_ids == (0,) and [c.kind for c in s.scene.model.constraints] == ["closure"]
     assert s.scene.model.ny == 1 + 6
     assert len(caught) == 1 and "'hold'" in caught[0] and "free joint" in caught[0]
