@@ -54,7 +54,7 @@ from jaxmb.io.mjcf import JOINT_TYPES, compile_mjcf, load_mjcf, mujoco_module, m
 from jaxmb.io.mujoco import MujocoMap, mujoco_map
 from jaxmb.loops import close_loops, coupling, explicit, loop_closure
 from jaxmb.sim.actuators import motor, position, velocity
-from jaxmb.sim.closed_loops import is_closed
+from jaxmb.sim.closed_loops import is_closed, project, spanning_tree
 from jaxmb.sim.geometry import box, capsule, plane, sphere
 from jaxmb.sim.scene import Scene, make_scene
 from jaxmb.sim.stepping import init_state
@@ -245,7 +245,7 @@ def load_mjcf_scene(source, *, assets=None, drop=(), **make_scene_options) -> Mj
     options = dict(pairs_include=pairs if geoms else None, actuators=specs, damping=damping,
                    frictionloss=frictionloss, limits=not off["limit"], integrator=integrator,
                    iterations=int(mj.opt.iterations), tolerance=float(mj.opt.tolerance), solver=solver,
-                   q0=_qpos0(mujoco, mj, m, tree))
+                   q0=_qpos0(mujoco, mj, m, model, source_name))
     if solver == "newton":  # MuJoCo's problem: the file's friction cone
         options["cone"] = _cone(mujoco, mj)
     options.update(make_scene_options)
@@ -310,11 +310,20 @@ def _cone(mujoco, mj) -> str:
     return "elliptic" if int(mj.opt.cone) == int(mujoco.mjtCone.mjCONE_ELLIPTIC) else "pyramidal"
 
 
-def _qpos0(mujoco, mj, m, tree):
-    """The file's ``qpos0`` (quaternions normalized, as MuJoCo's reset) in the scene's coordinates (nq,)."""
+def _qpos0(mujoco, mj, m, model, source_name):
+    """The file's ``qpos0`` (quaternions normalized, as MuJoCo's reset) in the scene's coordinates (nq,); for a
+    closed-loop ``model``, projected onto its loops (its independent coordinates kept): a file's pose need not close
+    them (a ``joint`` equality whose polynomial has a constant term)."""
     qpos0 = np.array(mj.qpos0, float)
     mujoco.mj_normalizeQuat(mj, qpos0)
-    return jnp.asarray(m.qpos_to_q(qpos0), tree.mass.dtype)
+    q0 = jnp.asarray(m.qpos_to_q(qpos0), spanning_tree(model).mass.dtype)
+    if not is_closed(model):
+        return q0
+    q0, closed = project(model, q0, iterations=20)
+    if not bool(closed):
+        raise ModelError(f"{source_name}: the loops do not close from the file's qpos0; draw the bodies near an "
+                         "assembly of their loops")
+    return q0
 
 
 def _disabled(mujoco, mj) -> dict:
