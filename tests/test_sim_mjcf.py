@@ -4,7 +4,7 @@
   poses at a keyframe or a random state, to 1e-9) with its size and friction; the actuators' and dampers' forces at
   random states and controls (beyond the control ranges) equal MuJoCo's ``qfrc_actuator`` and ``qfrc_damper``
   through the converters (to 1e-9); the keyframes round-trip to MuJoCo's ``key_qpos``, ``key_qvel`` and
-  ``key_ctrl``; the warning names what the scene leaves out.
+  ``key_ctrl``; each is refused until ``drop`` names what it needs, and then warns of it.
 * Which pairs collide: MuJoCo's own collision pass with every geom's margin made large reports every pair it
   checks; the scene's pairs are those (bitmasks, explicit pairs, exclusions, weld bodies, parent and child, with and
   without ``filterparent``).
@@ -24,7 +24,12 @@
   from the file's pose follow MuJoCo's stiff soft constraints to 1e-3 rad over 0.3 s (MuJoCo's equality rows hold
   to 1e-5 there) and close to 1e-9.
 
-The programs: four rollouts (the chain, the drops, Barkour's batch, the loops), each compiled once by `fast_jit`.
+* Initial states and options: a free box starts at the file's ``qpos0`` and comes to rest on the floor; a keyframe
+  resets as ``mj_resetDataKeyframe``; the file's solver, cone, tolerance and iterations map; what the scene cannot
+  build (a tendon, fluid forces, every category of one file) is refused by category until ``drop`` names it.
+
+The programs: six rollouts (the chain, the lags, the drops, the box, Barkour's batch, the loops), each compiled once
+by `fast_jit`.
 """
 
 import warnings
