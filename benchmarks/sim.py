@@ -136,8 +136,8 @@ def scenario(name):
         path = jaxmb.assets.path("quadruped.urdf")
         text = _urdf_text(path)
         model = jaxmb.load_urdf(path, floating_base=True)
-        stand = {f"{leg}_{j}": v for leg in ("FL", "FR", "RL", "RR") for j, v in (("hip_flexion", 0.7), ("knee", -1.4))}
-        joints, pose = _joint_targets(model, stand)
+        standing = jaxmb.assets.quadruped_standing()  # the base, then the legs in the model's joint order
+        joints, pose = list(model.joint_names[1:]), standing[7:]
         geoms = urdf_geometry(path, model)
 
         def ctrls(steps):
@@ -152,7 +152,7 @@ def scenario(name):
             return out
 
         return dict(text=text, floating=True, geoms=geoms, joints=joints, kp=60.0, kv=2.0, force_limit=25.0,
-                    limit_rows=4, pose=pose, start=pose, base=np.array([0, 0, 0.35, 1, 0, 0, 0.0]), integrator="euler",
+                    limit_rows=4, pose=pose, start=pose, base=standing[:7], integrator="euler",
                     ctrls=ctrls)
     if name == "talos":
         path = robot_path("talos_full_v2").replace("talos_full_v2.urdf", "talos_reduced.urdf")

@@ -138,9 +138,8 @@ def simulate(worlds, seed, dt=2e-3, steps=250):
     legs = model.joint_names[1:]  # joint 0 is the free joint
     scene = sim.make_scene(model, [sim.plane(name="floor")] + feet, pairs_include=[("floor", g.name) for g in feet],
                            actuators=[sim.position(j, kp=60.0, kv=2.0, force_limit=25.0) for j in legs])
-    pose = np.array([0.7 if j.endswith("hip_flexion") else -1.4 if j.endswith("knee") else 0.0 for j in legs])
-    q0 = np.array(jaxmb.neutral_configuration(model))
-    q0[7:], q0[2] = pose, 0.35  # the feet 2.4 cm above the floor
+    q0 = assets.quadruped_standing()  # the trunk 0.35 m up, the feet 2.4 cm above the floor
+    pose = q0[7:]  # the leg joints' angles, the servos' targets
     noise = np.random.default_rng(seed).uniform(-0.02, 0.02, (worlds, len(legs)))
     states = jax.vmap(lambda q: sim.init_state(scene, q))(jnp.asarray(np.c_[np.tile(q0[:7], (worlds, 1)),
                                                                                   pose + noise], DTYPE))

@@ -177,15 +177,12 @@ def quadruped():
     model = jaxmb.load_urdf(path, floating_base=True)
     feet = urdf_geometry(path, model)
     acts = [position(j, kp=60.0, kv=2.0, force_limit=25.0) for j in model.joint_names[1:]]
-    pose = np.zeros(12)
-    for leg in ("FL", "FR", "RL", "RR"):
-        pose[model.joint_names[1:].index(f"{leg}_hip_flexion")] = 0.7
-        pose[model.joint_names[1:].index(f"{leg}_knee")] = -1.4
-    q0 = jaxmb.neutral_configuration(model).at[2].set(0.35).at[7:].set(jnp.asarray(pose))
+    q0 = jnp.asarray(assets.quadruped_standing())
+    pose = q0[7:]
     scenes = {c: make_scene(model, [plane(name="floor", friction=0.8)] + feet, actuators=acts, contact=c,
                             integrator=i, pairs_include=[("floor", g.name) for g in feet])
               for c, i in (("constraint", "euler"), ("compliant", "implicit"))}
-    return model, scenes, q0, jnp.asarray(pose)
+    return model, scenes, q0, pose
 
 
 def _row_space_and_dense(scene, q):

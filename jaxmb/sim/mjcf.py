@@ -5,9 +5,10 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
 
 * geoms, each on the jaxmb body that carries its MuJoCo body (`MujocoMap.pose_on_body`): plane, sphere, capsule and
   box as they are; a cylinder as the capsule of its radius and overall length, an ellipsoid as the sphere of its
-  largest radius, a mesh as its bounding box in the geom frame (``geom_aabb``, MuJoCo's compile of the mesh); the
-  friction ``geom_friction[:, 0]``, zero for a geom of ``condim`` 1. Geoms with ``contype = conaffinity = 0`` that
-  no ``<pair>`` names are visual and left out; height fields and SDF geoms are left out with a warning.
+  largest radius, a mesh as its bounding box in the geom frame (``geom_aabb``, MuJoCo's compile of the mesh), each
+  approximation only where ``drop`` names it; the friction ``geom_friction[:, 0]``, zero for a geom of ``condim``
+  1. Geoms with ``contype = conaffinity = 0`` that no ``<pair>`` names are visual and left out; height fields and
+  SDF geoms are left out where ``drop`` names them.
 * the pairs that collide, by MuJoCo's rules (`contact_pairs`): the explicit ``<pair>`` elements, then every two
   geoms whose ``contype`` and ``conaffinity`` bitmasks meet (``contype1 & conaffinity2 | contype2 & conaffinity1``)
   on different weld bodies, neither excluded by ``<exclude>`` nor, unless the model disables ``filterparent``, a
@@ -23,19 +24,25 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   model disables springs; joint limits (in the model) enforced unless the model disables them; the integrator
   (``Euler`` -> ``"euler"``, or ``"implicitfast"`` where joints have damping, which MuJoCo's Euler takes
   implicitly unless the model disables ``eulerdamp``; ``RK4`` -> ``"rk4"``; ``implicit`` and ``implicitfast`` ->
-  ``"implicitfast"``, which leaves out ``implicit``'s Coriolis derivatives) and the solver's ``iterations`` (with
-  ``solver="newton"`` also its friction ``cone``); the time step ``dt``.
-* keyframes in jaxmb's coordinates (`Keyframe`).
+  ``"implicitfast"``, which leaves out ``implicit``'s Coriolis derivatives), the solver's ``iterations`` and
+  ``tolerance``, and its problem: MuJoCo's PGS, CG and Newton solvers solve one convex problem, jaxmb's
+  ``solver="newton"`` with the file's friction ``cone`` and MuJoCo's soft constraints with the file's numbers
+  (`jaxmb.sim.mjcf_impedance`; a closed-loop scene steps with ``solver="pgs"``); the time step ``dt``.
+* the initial configuration ``qpos0`` (``Scene.q0``) and the keyframes in jaxmb's coordinates (`Keyframe`;
+  `MjcfScene.init_state` and `MjcfScene.init_ctrl` reset to them as ``mj_resetDataKeyframe`` does).
 * equality constraints that close a loop of one-degree-of-freedom joints, as constraints of a
   `jaxmb.loops.LoopModel`: ``connect`` -> `jaxmb.loops.loop_closure` of kind ``"ball"`` (``"planar"`` where the
   loop is planar, whose third row would vanish), ``weld`` -> ``"weld"`` (as ``connect`` where its ``torquescale`` is
   zero), ``joint`` -> `jaxmb.loops.coupling` (a linear polynomial) or `jaxmb.loops.explicit` (the polynomial). The
   reference configuration is the pose the file draws (``qpos0``). They hold exactly, where MuJoCo's are soft
   (``solref``, ``solimp``). A constraint that cannot be embedded (one through a free or ball joint, one that fixes
-  a joint, an inactive one, a tendon's) is left out with a warning.
+  a joint, an inactive one, a tendon's) is refused unless ``drop`` names ``"equalities"``.
 
-Everything else the scene leaves out or changes is named in one `UserWarning` (and in `MjcfScene.left_out`),
-together with what the dynamics model leaves out (`jaxmb.io.mjcf.not_loaded`).
+Everything else the scene would leave out of the file or change, and what the dynamics model leaves out
+(`jaxmb.io.mjcf.not_loaded`), belongs to a category (`CATEGORIES`): `load_mjcf_scene` raises `jaxmb.ModelError`
+naming each such element and its category unless its ``drop`` option names that category; what it drops is listed
+in `MjcfScene.left_out` and named in one `UserWarning`. What changes no motion (`INERT`: sensors, cameras, lights,
+skins, custom data, parts the file disables) is listed and never refused.
 """
 
 import dataclasses
@@ -50,9 +57,11 @@ from jaxmb.io.mjcf import JOINT_TYPES, compile_mjcf, load_mjcf, mujoco_module, m
 from jaxmb.io.mujoco import MujocoMap, mujoco_map
 from jaxmb.loops import close_loops, coupling, explicit, loop_closure
 from jaxmb.sim.actuators import motor, position, velocity
-from jaxmb.sim.closed_loops import is_closed
+from jaxmb.sim.closed_loops import is_closed, project, spanning_tree
 from jaxmb.sim.geometry import box, capsule, plane, sphere
+from jaxmb.sim.mjcf_impedance import mujoco_impedance
 from jaxmb.sim.scene import Scene, make_scene
+from jaxmb.sim.stepping import init_state
 
 GEOM_TYPES = {0: "plane", 1: "hfield", 2: "sphere", 3: "capsule", 4: "ellipsoid", 5: "cylinder", 6: "box",
               7: "mesh", 8: "sdf"}
@@ -64,9 +73,61 @@ INTEGRATORS = {0: "euler", 1: "rk4", 2: "implicitfast", 3: "implicitfast"}
 _THINNEST = 1e-6  # half size given to a flat mesh's bounding box along its flat direction
 
 
+CATEGORIES = {
+    "springs": "joint springs (stiffness)",
+    "ball ranges": "ranges of ball joints",
+    "gravcomp": "gravity compensation of bodies",
+    "mocap": "mocap bodies (welded to the world at their pose in the file)",
+    "fluid": "fluid forces (density, viscosity)",
+    "armature": "armature of actuators that drive no single hinge or slide",
+    "tendons": "tendons",
+    "flexes": "flexes",
+    "plugins": "plugins",
+    "height fields": "geoms on height fields that collide",
+    "sdf": "SDF geoms",
+    "meshes": "meshes, collided as their bounding boxes",
+    "cylinders": "cylinders, collided as capsules of the same radius and overall length",
+    "ellipsoids": "ellipsoids, collided as spheres of their largest radius",
+    "condim": "torsional and rolling friction (condim 4, 6)",
+    "margins": "contact margins and gaps (built with MuJoCo's soft constraints, the Newton solver's default)",
+    "priorities": "geom priorities",
+    "pair friction": "the friction and condim of explicit contact pairs",
+    "actuators": "actuators the scene cannot take, and joints' actuator force ranges",
+    "free-joint damping": "damping and friction loss of free joints' translations that differ along the world's "
+                          "and the body's axes",
+    "equalities": "equality constraints that close no loop jaxmb embeds",
+    "integrator": "integrators without a jaxmb counterpart",
+    "other": "anything else the dynamics model leaves out",
+    "sensors": "sensors", "cameras": "cameras", "lights": "lights", "skins": "skins",
+    "custom data": "custom numeric, text and tuple data",
+    "hfield assets": "height-field assets (the geoms on them that collide are under \"height fields\")",
+    "disabled": "parts the file disables (its <flag>s), which the scene leaves out as MuJoCo does",
+}
+"""The categories of what `load_mjcf_scene` leaves out of a file or changes in it, each a name for its ``drop``
+option, with what it covers."""
+
+INERT = frozenset(("sensors", "cameras", "lights", "skins", "custom data", "hfield assets", "disabled"))
+"""The categories that change no motion: listed in `MjcfScene.left_out`, never refused."""
+
+_NOT_LOADED = (("joint springs", "springs"), ("ranges of ball joints", "ball ranges"),
+               ("gravity compensation", "gravcomp"), ("mocap bodies", "mocap"), ("fluid forces", "fluid"),
+               ("armature of actuators", "armature"), ("tendons", "tendons"), ("flexes", "flexes"),
+               ("sensors", "sensors"), ("height fields", "hfield assets"), ("skins", "skins"),
+               ("cameras", "cameras"), ("lights", "lights"), ("plugins", "plugins"), ("custom data", "custom data"))
+# the category of each entry of `jaxmb.io.mjcf.not_loaded`, by the words it begins with
+
+
+class LeftOut(NamedTuple):
+    """One entry of what a scene leaves out of its file or changes: its ``category`` (a key of `CATEGORIES`) and
+    ``what``, the elements by name."""
+
+    category: str
+    what: str
+
+
 class Keyframe(NamedTuple):
-    """A MuJoCo keyframe in the scene's coordinates, ready for ``jaxmb.sim.init_state(scene, q, qd, act)``: ``q``
-    (nq,) (quaternions normalized), ``qd`` (nv,) (for a closed-loop scene the independent velocities ``yd`` (ny,)),
+    """A MuJoCo keyframe in the scene's coordinates (`MjcfScene.init_state` starts from it): ``q`` (nq,)
+    (quaternions normalized), ``qd`` (nv,) (for a closed-loop scene the independent velocities ``yd`` (ny,)),
     ``ctrl`` (nu,) the controls of the scene's actuators, ``act`` (na,) the activations of those with activation
     dynamics, ``time`` MuJoCo's ``key_time``."""
 
@@ -81,7 +142,7 @@ class MjcfScene(NamedTuple):
     """What `load_mjcf_scene` reads.
 
     scene          the `jaxmb.sim.Scene` (its model a `jaxmb.Model`, or a `jaxmb.loops.LoopModel` where equality
-                   constraints close loops)
+                   constraints close loops); its ``q0`` is the file's ``qpos0``
     dt             MuJoCo's time step ``opt.timestep``
     keyframes      {name: `Keyframe`}; an unnamed keyframe ``k`` is ``"key<k>"``
     mujoco_map     the `jaxmb.io.mujoco.MujocoMap` between the (spanning) tree and ``mj``
@@ -89,7 +150,9 @@ class MjcfScene(NamedTuple):
     geom_ids       (ng,) the MuJoCo geom of each scene geom
     actuator_ids   (nu,) the MuJoCo actuator of each scene actuator (``ctrl = ctrl_mujoco[actuator_ids]``)
     equality_ids   the MuJoCo equality constraint of each loop constraint of the scene's model
-    left_out       what the scene leaves out or changes, one entry per kind (the warning's)
+    left_out       (`LeftOut`, ...): what the scene leaves out of the file or changes, by category: those the
+                   ``drop`` option dropped and those that change no motion (`INERT`)
+    solver         which solver the scene steps with (``scene.options.solver``) and why
     """
 
     scene: Scene
@@ -101,73 +164,188 @@ class MjcfScene(NamedTuple):
     actuator_ids: tuple
     equality_ids: tuple
     left_out: tuple
+    solver: str
+
+    def init_state(self, keyframe=None):
+        """The `jaxmb.sim.State` MuJoCo's reset gives: ``mj_resetData`` (None: the file's ``qpos0``, at rest, zero
+        activations, time zero) or ``mj_resetDataKeyframe`` of the keyframe named ``keyframe`` (its ``qpos``,
+        ``qvel``, ``act`` and ``time``; its controls are `init_ctrl`'s)."""
+        if keyframe is None:
+            return init_state(self.scene)
+        key = self._keyframe(keyframe)
+        return init_state(self.scene, key.q, key.qd, key.act, key.time)
+
+    def init_ctrl(self, keyframe=None):
+        """The controls (nu,) MuJoCo's reset leaves: zero (None), or the ``ctrl`` of the keyframe named
+        ``keyframe``."""
+        if keyframe is None:
+            return jnp.zeros(self.scene.nu, self.scene.q0.dtype)
+        return jnp.asarray(self._keyframe(keyframe).ctrl, self.scene.q0.dtype)
+
+    def _keyframe(self, name):
+        if name not in self.keyframes:
+            raise KeyError(f"the scene of {self.mj!r} has no keyframe {name!r}; its keyframes: {list(self.keyframes)}")
+        return self.keyframes[name]
 
 
-def load_mjcf_scene(source, *, assets=None, **make_scene_options) -> MjcfScene:
+def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_scene_options) -> MjcfScene:
     """The simulator scene of ``source`` (module docstring): a path to an .xml (or .urdf) file, an MJCF document as
     a string, a ``mujoco.MjSpec`` or a compiled ``mujoco.MjModel``, as `jaxmb.io.mjcf.load_mjcf` takes it;
     ``assets`` ({file name: bytes}) gives MuJoCo the files of a string.
 
+    The scene starts at the file's ``qpos0`` (``scene.q0``) and takes the file's options: integrator, iterations,
+    tolerance, and the solver: MuJoCo's solvers (PGS, CG, Newton) all solve one convex problem, which jaxmb's
+    ``solver="newton"`` solves with the file's friction cone and, with ``impedance="mujoco"`` (the default),
+    MuJoCo's soft constraints with the file's ``solref``, ``solimp``, margins and ``impratio``
+    (`jaxmb.sim.mjcf_impedance`); ``impedance=None`` keeps jaxmb's rule (``timeconst``, ``regularization``). The
+    loops of a closed-loop scene are embedded exactly, where MuJoCo's equality rows are soft. `MjcfScene.solver`
+    says which solver and why.
     ``make_scene_options`` (`jaxmb.sim.make_scene`'s keywords) replace what is read from the model: e.g.
-    ``integrator="rk4"``, ``iterations=30``, ``contact="compliant"``.
+    ``integrator="rk4"``, ``solver="pgs"``, ``contact="compliant"``.
+
+    What the scene cannot build as the file asks (`CATEGORIES`) raises `jaxmb.ModelError` naming the source, each
+    element and the category, unless ``drop`` names its category (a name, a tuple of names, or ``"all"``): then the
+    scene leaves it out (or approximates it), lists it in `MjcfScene.left_out` and names it in one `UserWarning`.
+    The categories that change no motion (`INERT`: sensors, cameras, ...) are listed and never refused.
 
     Raises `jaxmb.ModelError` naming the source and the geom, actuator or option that `jaxmb.sim.make_scene`
-    rejects; one `UserWarning` names what the scene leaves out.
+    rejects.
     """
     mujoco = mujoco_module()
     mj, source_name = compile_mjcf(source, assets)
+    dropping = _drop_option(drop, source_name)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # its entries are in this function's one warning
+        warnings.simplefilter("ignore", UserWarning)  # its entries are in this function's refusal or warning
         tree = load_mjcf(mj)
     m = mujoco_map(tree, mj)
     names = mujoco_names(mj)
     off = _disabled(mujoco, mj)
-    left = [e for e in not_loaded(mj, names) if not e.startswith("equality constraints")]
+    left = [LeftOut(_not_loaded_category(e), e) for e in not_loaded(mj, names)
+            if not e.startswith("equality constraints")]
 
     geoms, geom_ids, geom_names = _geoms(mj, tree, m, left)
     chosen = [] if off["contact"] else contact_pairs(mj)
     pairs = _scene_pairs(mj, chosen, geom_ids, geom_names, [g.body for g in geoms], left)
-    specs, actuator_ids = _actuators(mujoco, mj, names, off, left)
-    damping = None if off["damper"] else _per_coordinate(mj, m, mj.dof_damping, "damping", names, left)
+    actuator_left, damping_left = [], []
+    specs, actuator_ids = _actuators(mujoco, mj, names, off, actuator_left)
+    left += [LeftOut("disabled" if off["actuation"] else "actuators", e) for e in actuator_left]
+    damping = None if off["damper"] else _per_coordinate(mj, m, mj.dof_damping, "damping", names, damping_left)
     spring_stiffness, spring_reference = (None, None) if off["spring"] else _springs(mj, m)
     frictionloss = None
     if not off["frictionloss"] and np.any(mj.dof_frictionloss > 0):
-        frictionloss = _per_coordinate(mj, m, mj.dof_frictionloss, "friction loss", names, left, coulomb=True)
+        frictionloss = _per_coordinate(mj, m, mj.dof_frictionloss, "friction loss", names, damping_left,
+                                       coulomb=True)
+    left += [LeftOut("free-joint damping", e) for e in damping_left]
     model, equality_ids = tree, ()
     if not off["equality"]:
         model, equality_ids = _closed_model(mujoco, mj, tree, m, names, left)
     elif mj.neq:
-        left.append(_listing("equality constraints (disabled in the model)",
-                             [mj.equality(e).name or f"equality{e}" for e in range(mj.neq)]))
+        left.append(LeftOut("disabled", _listing("equality constraints (disabled in the model)",
+                                                 [mj.equality(e).name or f"equality{e}" for e in range(mj.neq)])))
     integrator = INTEGRATORS.get(int(mj.opt.integrator))
     if integrator is None:
         integrator = "implicitfast"
-        left.append(f"the {_enum_name(mujoco.mjtIntegrator(int(mj.opt.integrator)))} integrator (the scene steps "
-                    "with \"implicitfast\")")
+        left.append(LeftOut("integrator", f"the {_enum_name(mujoco.mjtIntegrator(int(mj.opt.integrator)))} "
+                                          "integrator (the scene steps with \"implicitfast\")"))
     elif integrator == "euler" and not off["eulerdamp"] and damping is not None and np.any(damping > 0):
         integrator = "implicitfast"  # MuJoCo's Euler takes the joints' damping implicitly
         damped = [spec.name for spec in specs if spec.kv > 0]
         if damped:
-            left.append(_listing("the Euler integrator's explicit velocity gains of actuators", damped)
-                        + " (the scene steps with \"implicitfast\", which takes them implicitly, as it takes the "
-                        "joints' damping)")
+            left.append(LeftOut("integrator", _listing("the Euler integrator's explicit velocity gains of actuators",
+                                                       damped)
+                                + " (the scene steps with \"implicitfast\", which takes them implicitly, as it "
+                                "takes the joints' damping)"))
+    solver, why = _solver(mujoco, mj, is_closed(model), make_scene_options)
+    if impedance == "mujoco" and solver == "newton" and make_scene_options.get("contact", "constraint") == "constraint":
+        left = [e for e in left if e.category != "margins"]  # MuJoCo's soft constraints take them
+    _refuse(left, dropping, source_name)
 
     options = dict(pairs_include=pairs if geoms else None, actuators=specs, damping=damping,
                    frictionloss=frictionloss, spring_stiffness=spring_stiffness, spring_reference=spring_reference,
-                   limits=not off["limit"], integrator=integrator, iterations=int(mj.opt.iterations))
-    if make_scene_options.get("solver") == "newton":  # MuJoCo's problem: the file's friction cone
-        options["cone"] = "elliptic" if int(mj.opt.cone) == int(mujoco.mjtCone.mjCONE_ELLIPTIC) else "pyramidal"
+                   limits=not off["limit"], integrator=integrator,
+                   iterations=int(mj.opt.iterations), tolerance=float(mj.opt.tolerance), solver=solver,
+                   q0=_qpos0(mujoco, mj, m, model, source_name))
+    if solver == "newton":  # MuJoCo's problem: the file's friction cone
+        options["cone"] = _cone(mujoco, mj)
     options.update(make_scene_options)
     try:
         scene = make_scene(model, geoms, **options)
+        if impedance == "mujoco" and scene.options.solver == "newton" and scene.options.contact == "constraint":
+            scene = mujoco_impedance(mj, scene, m, geom_ids)
+        elif impedance not in ("mujoco", None):
+            raise ModelError(f"impedance must be 'mujoco' (MuJoCo's soft constraints) or None (jaxmb's rule), got "
+                             f"{impedance!r}")
     except ModelError as e:
         raise ModelError(f"{source_name}: {e}") from None
     keyframes = _keyframes(mujoco, mj, m, model, actuator_ids)
-    if left:
-        warnings.warn(f"{source_name}: left out of the simulator scene: " + "; ".join(left), UserWarning,
-                      stacklevel=2)
+    dropped = [e for e in left if e.category not in INERT]
+    if dropped:
+        warnings.warn(f"{source_name}: dropped from the simulator scene: "
+                      + "; ".join(f"[{e.category}] {e.what}" for e in dropped), UserWarning, stacklevel=2)
     return MjcfScene(scene, float(mj.opt.timestep), keyframes, m, mj, tuple(geom_ids), tuple(actuator_ids),
-                     tuple(equality_ids), tuple(left))
+                     tuple(equality_ids), tuple(left), why)
+
+
+def _drop_option(drop, source_name) -> frozenset:
+    """The categories ``drop`` names (`load_mjcf_scene`), checked."""
+    if isinstance(drop, str):
+        drop = tuple(CATEGORIES) if drop == "all" else (drop,)
+    drop = tuple(drop)
+    unknown = [d for d in drop if d not in CATEGORIES]
+    if unknown:
+        raise ModelError(f"{source_name}: drop names no category {unknown}; the categories: {list(CATEGORIES)}, "
+                         "or \"all\"")
+    return frozenset(drop)
+
+
+def _not_loaded_category(entry) -> str:
+    """The category of an entry of `jaxmb.io.mjcf.not_loaded`."""
+    return next((c for words, c in _NOT_LOADED if entry.startswith(words)), "other")
+
+
+def _refuse(left, dropping, source_name):
+    """Raise `jaxmb.ModelError` naming each entry of ``left`` that changes the motion and whose category the user
+    does not drop, with the ``drop`` option that would."""
+    refused = [e for e in left if e.category not in INERT and e.category not in dropping]
+    if not refused:
+        return
+    categories = tuple(dict.fromkeys(e.category for e in refused))
+    raise ModelError(f"{source_name}: the simulator scene cannot build "
+                     + "; ".join(f"{e.what} (drop {e.category!r})" for e in refused)
+                     + f". Pass load_mjcf_scene(..., drop={categories!r}) to leave them out or approximate them "
+                     "(listed in MjcfScene.left_out), or drop=\"all\"")
+
+
+def _solver(mujoco, mj, closed, make_scene_options):
+    """``(solver, why)``: the `jaxmb.sim.make_scene` solver of the scene and the sentence that says why."""
+    theirs = _enum_name(mujoco.mjtSolver(int(mj.opt.solver)))
+    if "solver" in make_scene_options:
+        return make_scene_options["solver"], f"{make_scene_options['solver']!r}: passed to load_mjcf_scene"
+    cone = make_scene_options.get("cone") or _cone(mujoco, mj)
+    loops = ", the loops embedded exactly (MuJoCo's equality rows are soft)" if closed else ""
+    return "newton", (f"'newton': MuJoCo's convex problem, which the file's {theirs} solver solves, on the {cone} "
+                      f"cone{loops}")
+
+
+def _cone(mujoco, mj) -> str:
+    """The file's friction cone: ``"elliptic"`` or ``"pyramidal"``."""
+    return "elliptic" if int(mj.opt.cone) == int(mujoco.mjtCone.mjCONE_ELLIPTIC) else "pyramidal"
+
+
+def _qpos0(mujoco, mj, m, model, source_name):
+    """The file's ``qpos0`` (quaternions normalized, as MuJoCo's reset) in the scene's coordinates (nq,); for a
+    closed-loop ``model``, projected onto its loops (its independent coordinates kept): a file's pose need not close
+    them (a ``joint`` equality whose polynomial has a constant term)."""
+    qpos0 = np.array(mj.qpos0, float)
+    mujoco.mj_normalizeQuat(mj, qpos0)
+    q0 = jnp.asarray(m.qpos_to_q(qpos0), spanning_tree(model).mass.dtype)
+    if not is_closed(model):
+        return q0
+    q0, closed = project(model, q0, iterations=20)
+    if not bool(closed):
+        raise ModelError(f"{source_name}: the loops do not close from the file's qpos0; draw the bodies near an "
+                         "assembly of their loops")
+    return q0
 
 
 def _disabled(mujoco, mj) -> dict:
@@ -209,13 +387,13 @@ def _geoms(mj, tree, m, left):
     paired = {int(g) for g in mj.pair_geom1} | {int(g) for g in mj.pair_geom2}
     geoms, ids = [], []
     replaced = {"cylinder": [], "ellipsoid": [], "mesh": []}
-    unsupported = []
+    unsupported = {"hfield": [], "sdf": []}
     for g in range(mj.ngeom):
         if mj.geom_contype[g] == 0 and mj.geom_conaffinity[g] == 0 and g not in paired:
             continue  # visual
-        kind = GEOM_TYPES.get(int(mj.geom_type[g]), str(int(mj.geom_type[g])))
-        if kind in ("hfield", "sdf") or kind not in GEOM_TYPES.values():
-            unsupported.append(f"{names[g]} ({kind})")
+        kind = GEOM_TYPES[int(mj.geom_type[g])]
+        if kind in unsupported:
+            unsupported[kind].append(names[g])
             continue
         b, T = m.pose_on_body(int(mj.geom_bodyid[g]), mj.geom_pos[g], mj.geom_quat[g])
         body = None if b < 0 else tree.body_names[b]
@@ -242,22 +420,25 @@ def _geoms(mj, tree, m, left):
             replaced[kind].append(names[g])
         geoms.append(geom)
         ids.append(g)
-    for kind, what in (("cylinder", "cylinders replaced by capsules of the same radius and overall length"),
-                       ("ellipsoid", "ellipsoids replaced by spheres of their largest radius"),
-                       ("mesh", "meshes replaced by their bounding boxes")):
+    for kind, category, what in (
+            ("cylinder", "cylinders", "cylinders replaced by capsules of the same radius and overall length"),
+            ("ellipsoid", "ellipsoids", "ellipsoids replaced by spheres of their largest radius"),
+            ("mesh", "meshes", "meshes replaced by their bounding boxes")):
         if replaced[kind]:
-            left.append(_listing(what, replaced[kind]))
-    if unsupported:
-        left.append(f"geoms of kinds without a jaxmb shape: {', '.join(unsupported)}")
+            left.append(LeftOut(category, _listing(what, replaced[kind])))
+    for kind, category in (("hfield", "height fields"), ("sdf", "sdf")):
+        if unsupported[kind]:
+            left.append(LeftOut(category, _listing(f"geoms of kind {kind} (no jaxmb shape)", unsupported[kind])))
     condim = [names[g] for g in ids if mj.geom_condim[g] > 3]
     if condim:
-        left.append(_listing("torsional and rolling friction (condim 4, 6) of geoms", condim))
+        left.append(LeftOut("condim", _listing("torsional and rolling friction (condim 4, 6) of geoms", condim)))
     margin = [names[g] for g in ids if mj.geom_margin[g] != 0 or mj.geom_gap[g] != 0]
     if margin:
-        left.append(_listing("contact margins and gaps of geoms", margin))
+        left.append(LeftOut("margins", _listing("contact margins and gaps of geoms", margin)))
     priority = [names[g] for g in ids if mj.geom_priority[g] != 0]
     if priority:
-        left.append(_listing("priorities of geoms (a pair's friction is the larger of its two geoms')", priority))
+        left.append(LeftOut("priorities", _listing("priorities of geoms (a pair's friction is the larger of its two "
+                                                   "geoms')", priority)))
     return geoms, ids, names
 
 
@@ -311,8 +492,8 @@ def _scene_pairs(mj, chosen, geom_ids, names, bodies, left):
             if mj.pair_dim[k] != 3 or not np.isclose(mj.pair_friction[k, 0], max(mu)):
                 friction.append(mj.pair(k).name or f"{names[g1]}-{names[g2]}")
     if friction:
-        left.append(_listing("friction and condim of contact pairs (their geoms' larger friction, condim 3, "
-                             "instead)", friction))
+        left.append(LeftOut("pair friction", _listing("friction and condim of contact pairs (their geoms' larger "
+                                                      "friction, condim 3, instead)", friction)))
     return out
 
 
@@ -465,7 +646,7 @@ def _closed_model(mujoco, mj, tree, m, names, left):
         constraints.append(c)
         ids.append(e)
     if dropped:
-        left.append("equality constraints " + ", ".join(dropped))
+        left.append(LeftOut("equalities", "equality constraints " + ", ".join(dropped)))
     if not constraints:
         return tree, ()
     return close_loops(tree, constraints, q_reference=q_ref, name=tree.name), tuple(ids)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb.configuration import neutral_configuration
 from jaxmb.errors import ModelError
 from jaxmb.model import pytree_dataclass
 from jaxmb.sim.actuators import Actuators, JointTerms, joint_terms
@@ -81,14 +82,17 @@ class Options:
 @dataclass(frozen=True)
 class Scene:
     """A model and everything a step needs beside the state (module docstring). ``geometry`` and ``pairs`` are None
-    for a scene without contact; ``impedance`` holds MuJoCo's constraint numbers where the Newton solver's rows are
-    MuJoCo's soft constraints (`jaxmb.sim.impedance`), None for jaxmb's rule (``timeconst``, ``regularization``)."""
+    for a scene without contact. ``q0`` (nq,) is the configuration `jaxmb.sim.init_state` starts from by default
+    (MuJoCo's ``qpos0``): a leaf, so that a batch of scenes can start from a batch of configurations. ``impedance``
+    holds MuJoCo's constraint numbers where the Newton solver's rows are MuJoCo's soft constraints
+    (`jaxmb.sim.impedance`), None for jaxmb's rule (``timeconst``, ``regularization``)."""
 
     model: object
     geometry: Geometry | None
     actuators: Actuators
     joints: JointTerms
     contact: ContactParams
+    q0: jnp.ndarray
     impedance: Impedance | None = None
     pairs: Pairs | None = field(default=None, metadata=dict(static=True))
     options: Options = field(default=Options(), metadata=dict(static=True))
@@ -126,7 +130,7 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
                damping=None, frictionloss=None, spring_stiffness=None, spring_reference=None,
                joint_friction="constraint", limits=True, contact="constraint",
                integrator="implicit", iterations=30, tolerance=1e-10, limit_rows=None, stiffness=2e5, dissipation=2.0,
-               slip_velocity=1e-3, timeconst=0.02, regularization=None, solver="pgs", cone="elliptic"):
+               slip_velocity=1e-3, timeconst=0.02, regularization=None, solver="pgs", cone="elliptic", q0=None):
     """Build and check a `Scene` (module docstring) of ``model``, a `jaxmb.Model` or a closed-loop
     `jaxmb.loops.LoopModel`, whose geometry, actuators, damping and limits sit on its spanning tree
     (`jaxmb.sim.closed_loops`).
@@ -146,7 +150,9 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     ``"pyramidal"`` (four edges, MuJoCo's default); iterations: the most sweeps (Newton steps) per step;
     tolerance: the solver stops earlier once a sweep (step) changes no impulse (velocity) by more than this
     fraction of the largest (floored at the working precision's round-off); regularization: None for the solver's
-    default (`REGULARIZATION`); the rest: `ContactParams`.
+    default (`REGULARIZATION`); q0: the initial configuration (nq,) of `jaxmb.sim.init_state` (None: the model's
+    neutral configuration; a closed-loop scene's is projected onto its loops when a state starts from it); the
+    rest: `ContactParams`.
     """
     if integrator not in INTEGRATORS:
         raise ModelError(f"unknown integrator {integrator!r}; choose one of {INTEGRATORS}")
@@ -200,6 +206,9 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     if joint_friction == "constraint" and frictionloss is not None:
         friction = tuple(int(j) for j in np.flatnonzero(np.asarray(joints.frictionloss) > 0))
     dtype = tree.mass.dtype
+    q0 = neutral_configuration(tree) if q0 is None else jnp.asarray(q0, dtype)
+    if q0.shape != (tree.nq,):
+        raise ModelError(f"q0 must have shape ({tree.nq},), the nq of model {model.name!r}, got {q0.shape}")
     params = ContactParams(**{k: jnp.asarray(v, dtype) for k, v in numbers.items()})
     options = Options(integrator, contact, int(iterations), float(tolerance), solver, joint_friction, cone,
                       limited, friction, limit_rows)
@@ -207,7 +216,7 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     if acts.na and integrator == "rk4":
         raise ModelError(f"actuators with activation dynamics {[acts.names[i] for i in acts.stateful]} step with the "
                          "'euler', 'implicit' or 'implicitfast' integrator, not 'rk4'")
-    return Scene(model, geo, acts, joints, params, None, pair_table, options)
+    return Scene(model, geo, acts, joints, params, q0.astype(dtype), None, pair_table, options)
 
 
 def _limited_coordinates(model):

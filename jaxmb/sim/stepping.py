@@ -18,7 +18,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.batching import eager_jit, full_precision
-from jaxmb.configuration import neutral_configuration
 from jaxmb.kinematics import forward_kinematics
 from jaxmb.sim.actuators import next_activation, with_activation
 from jaxmb.sim.closed_loops import is_closed, project
@@ -80,16 +79,16 @@ class State(NamedTuple):
     diverged: jnp.ndarray
 
 
-def init_state(scene, q=None, qd=None, act=None) -> State:
-    """The state at ``q`` (default: the neutral configuration), ``qd`` (default: zero) and activations ``act``
-    (na,) (default: zero, as MuJoCo's), time zero, no impulses;
-    the contact slots at ``q`` with zero forces. A closed-loop scene's ``q`` is projected onto its loop
-    constraints (from the neutral configuration by default: pass a consistent ``q`` to pick the assembly) and its
-    ``qd`` is ``yd`` (ny,)."""
+def init_state(scene, q=None, qd=None, act=None, t=0.0) -> State:
+    """The state at ``q`` (default: the scene's initial configuration ``scene.q0``, MuJoCo's ``qpos0`` for a scene
+    read from MJCF), ``qd`` (default: zero), activations ``act`` (na,) (default: zero, as MuJoCo's) and time ``t``,
+    no impulses; the contact slots at ``q`` with zero forces. A closed-loop scene's ``q`` is projected onto its loop
+    constraints (pass a consistent ``q`` to pick the assembly) and its ``qd`` is ``yd`` (ny,). A MuJoCo keyframe:
+    `jaxmb.sim.MjcfScene.init_state`."""
     model, tree = scene.model, scene.tree
     dtype = tree.mass.dtype
     nv = model.ny if is_closed(model) else model.nv
-    q = neutral_configuration(tree) if q is None else jnp.asarray(q, dtype)
+    q = jnp.asarray(scene.q0 if q is None else q, dtype)
     qd = jnp.zeros(nv, dtype) if qd is None else jnp.asarray(qd, dtype)
     na = scene.actuators.na
     act = jnp.zeros(na, dtype) if act is None else jnp.asarray(act, dtype)
@@ -108,7 +107,7 @@ def init_state(scene, q=None, qd=None, act=None) -> State:
     else:
         contact = ContactState(jnp.zeros(0, dtype), jnp.zeros((0, 3), dtype), jnp.zeros((0, 3, 3), dtype),
                                jnp.zeros((0, 3), dtype))
-    return State(q, qd, jnp.zeros((), dtype), act, jnp.zeros(scene.rows, dtype), contact, jnp.zeros((), jnp.int32))
+    return State(q, qd, jnp.asarray(t, dtype), act, jnp.zeros(scene.rows, dtype), contact, jnp.zeros((), jnp.int32))
 
 
 def _check_ctrl(scene, ctrl, dtype):
