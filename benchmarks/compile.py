@@ -171,7 +171,8 @@ def cold_rows(tiny):
               f"{TARGETS[name]:.0f} s); {process_s:.1f} s for the whole process", flush=True)
     if not tiny:
         seconds, _ = run_child(quickstart_code())
-        rows.append(dict(figure="quickstart", solver=None, seconds=seconds, target_s=TARGETS["quickstart"]))
+        rows.append(dict(figure="quickstart", solver=None, seconds=seconds, process_s=seconds,
+                         target_s=TARGETS["quickstart"]))
         print(f"  quickstart: {seconds:.1f} s cold (target {TARGETS['quickstart']:.0f} s)", flush=True)
     return rows
 
@@ -192,6 +193,26 @@ def flag_rows():
     return rows
 
 
+def plot(rows, path):
+    """Bars of the cold first calls against their targets."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [r["figure"] + (f" ({r['solver']})" if r["solver"] else "") for r in rows]
+    seconds = [r["seconds"] if r["figure"] != "quickstart" else r["process_s"] for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 3))
+    y = range(len(rows))
+    ax.barh(y, seconds, color="tab:blue", label="cold, measured")
+    ax.scatter([r["target_s"] for r in rows], y, color="tab:red", marker="|", s=300, label="target")
+    ax.set_yticks(list(y), labels)
+    ax.set_xlabel("seconds")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tiny", action="store_true", help="one cold step, no flag study, not saved")
@@ -210,7 +231,9 @@ def main():
         except ImportError:
             print("  (mujoco-mjx not installed: no flag study)")
     if not (args.tiny or args.no_save):
-        print("saved", save("compile", dict(machine=machine(), cold=rows, xla_flags=flags)))
+        path = save("compile", dict(machine=machine(), cold=rows, xla_flags=flags))
+        plot(rows, path.with_suffix(".png"))
+        print("saved", path)
 
 
 if __name__ == "__main__":
