@@ -232,15 +232,18 @@ def test_springs_follow_mujocos_steps(integrator, kv):
 
 def test_eulers_explicit_velocity_gains_are_named():
     """MuJoCo's Euler on a model with damping steps as ``implicitfast``, which takes the servo's kv implicitly too:
-    the left-out list names the servo."""
-    s, caught = quietly(SPRINGS.format(integrator="Euler", kv=2))
+    the scene is refused naming the servo unless ``drop="integrator"``, and then the warning names it."""
+    with pytest.raises(ModelError, match=r"velocity gains of actuators 'servo'.*\(drop 'integrator'\)"):
+        quietly(SPRINGS.format(integrator="Euler", kv=2))
+    s, caught = quietly(SPRINGS.format(integrator="Euler", kv=2), drop="integrator")
     assert s.scene.options.integrator == "implicitfast"
     assert len(caught) == 1 and "velocity gains of actuators 'servo'" in caught[0]
 
 
 def test_bad_springs_raise_model_errors_naming_the_joint():
     """A negative stiffness given to `make_scene` or in a compiled model, and a spring on a ball joint given to
-    `make_scene`, raise `ModelError` naming the joint; a ball joint's spring in MJCF stays out of the scene, named."""
+    `make_scene`, raise `ModelError` naming the joint; a ball joint's spring in MJCF is refused, named, and with
+    ``drop="springs"`` stays out of the scene, named."""
     with pytest.raises(ModelError, match=r"spring_stiffness must be finite and non-negative.*'l1'"):
         make_scene(MODEL, spring_stiffness={"l1": -1.0})
     mj = mujoco.MjModel.from_xml_string(SPRINGS.format(integrator="RK4", kv=2))
@@ -255,8 +258,10 @@ def test_bad_springs_raise_model_errors_naming_the_joint():
     ball = SPRINGS.format(integrator="RK4", kv=2).replace(
         '<joint name="elbow" axis="0.1 1 0" ref="0.2"', '<joint name="elbow" type="ball"').replace(
         'qpos="0.1 0.3 -0.2 0.5" qvel="0.5 -1 2 0.3"', 'qpos="0.1 0.3 -0.2 1 0 0 0" qvel="0.5 -1 2 0.3 0 0"')
-    s, caught = quietly(ball)
-    assert any("joint springs (stiffness) of ball and free joints 'elbow'" in e for e in s.left_out)
+    with pytest.raises(ModelError, match=r"ball and free joints 'elbow' \(drop 'springs'\)"):
+        quietly(ball)
+    s, caught = quietly(ball, drop="springs")
+    assert any("joint springs (stiffness) of ball and free joints 'elbow'" in e.what for e in s.left_out)
     assert len(caught) == 1 and "'elbow'" in caught[0]
     k = np.asarray(s.scene.joints.spring_stiffness)
     assert np.count_nonzero(k) == 3 and not k[s.scene.tree.joint_coordinates("elbow")[1]].any()

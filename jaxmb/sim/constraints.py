@@ -458,7 +458,7 @@ def newton_forces(scene, model, q, qd, dt, warm, T, ab) -> ConstraintForces:
                             model.armature, d, tree.topology, body, coordinate)
     if scene.impedance is not None:  # MuJoCo's soft constraints (`jaxmb.sim.impedance`)
         limit_dist = limit_distances(scene, q)[0] if scene.options.limited else None
-        stiffness, v_star = mujoco_rows(scene, q, dt, con.dist if c else None, J @ qd, friction(scene) if c else None,
+        stiffness, v_star = mujoco_rows(scene, dt, con.dist if c else None, J @ qd, friction(scene) if c else None,
                                         elliptic, limit_dist)
     else:
         stiffness = 1.0 / _regularization(scene, model, q, ab, J, metric, dense, closed, coordinate, k * c, elliptic)

@@ -123,7 +123,7 @@ def _soft(solref, solimp, r, margin, u, dt, weight, spring=True):
     return R, v_star
 
 
-def mujoco_rows(scene, q, dt, dist, u, mu, elliptic, limit_dist):
+def mujoco_rows(scene, dt, dist, u, mu, elliptic, limit_dist):
     """``(D, v_star)`` (n,) of the Newton solver's rows in its order (contacts: three rows each on the elliptic
     cone, four pyramid edges otherwise; then the limit rows, then the joint-friction rows) by MuJoCo's rule: ``dist``
     (nc,) the contact slots' signed distances (None without contact rows), ``u`` (n,) the rows' velocities ``J v``,
