@@ -139,8 +139,8 @@ def mujoco_rows(scene, dt, dist, u, mu, elliptic, limit_dist):
         u_c = u[: k * nc].reshape(nc, k)
         if elliptic:  # one R on the cone's three rows (impratio 1: `with_mujoco_impedance`)
             R_n, v_n = _soft(imp.contact_solref, imp.contact_solimp, dist, included, u_c[:, 0], dt, weight)
-            _, v_t = _soft(imp.contact_solref[:, None], imp.contact_solimp[:, None], jnp.zeros_like(u_c[:, 1:]),
-                           0.0, u_c[:, 1:], dt, weight[:, None], spring=False)
+            _, B = stiffness_damping(imp.contact_solref, imp.contact_solimp, dt)
+            v_t = (1 - dt * B)[:, None] * u_c[:, 1:]  # the friction rows: K = 0
             D_c = jnp.repeat(jnp.where(active, 1 / R_n, 0.0)[:, None], 3, 1)
             v_c = jnp.concatenate([v_n[:, None], v_t], 1)
         else:
