@@ -14,7 +14,9 @@ import jaxmb
 from jaxmb import assets, joints
 from jaxmb.sim import box, init_state, make_scene, plane, position, residuals, rollout, sphere, step, urdf_geometry
 from jaxmb.kinematics import forward_kinematics
-from jaxmb.sim.constraints import contacts, joint_rows, row_space
+from jaxmb.sim.compliance import row_space
+from jaxmb.sim.contact_frames import contacts
+from jaxmb.sim.joint_rows import joint_rows
 from jaxmb.sim.integrators import euler, step_factors
 from jaxmb.testing import random_model
 from jaxmb.sim.solver import solve, sweep
@@ -186,7 +188,7 @@ def quadruped():
 
 
 def _row_space_and_dense(scene, q):
-    """The solver rows' ``(J, A)`` at ``q`` (`jaxmb.sim.constraints.row_space`), and ``J M^-1 J*`` from the dense
+    """The solver rows' ``(J, A)`` at ``q`` (`jaxmb.sim.compliance.row_space`), and ``J M^-1 J*`` from the dense
     mass matrix."""
     model = scene.model
     T = forward_kinematics(model, q)

@@ -18,7 +18,6 @@ from jaxmb.sim.impedance import Impedance, with_mujoco_impedance
 from jaxmb.sim.mjcf import Keyframe, MjcfScene, load_mjcf_scene
 from jaxmb.sim.scene import CONTACT_MODELS, INTEGRATORS, SOLVERS, Scene, make_scene
 from jaxmb.sim.solver import residuals
-from jaxmb.sim.symplectic import PhasePoint, generalized_leapfrog, implicit_midpoint
 from jaxmb.sim.stepping import (
     LOOPS_OPEN,
     NONFINITE_CONTROL,
@@ -31,6 +30,7 @@ from jaxmb.sim.stepping import (
     rollout,
     step,
 )
+from jaxmb.sim.symplectic import PhasePoint, generalized_leapfrog, implicit_midpoint
 from jaxmb.sim.urdf_collision import urdf_geometry
 
 __all__ = [

@@ -39,7 +39,7 @@ class Geom:
     """A shape fixed on a body: what the constructors `plane`, `sphere`, `capsule` and `box` return, unchecked
     (`geometry` checks it against a model). ``body``: a body or frame name, None for the world. ``size``, ``pos``,
     ``rot``: as given (``rot`` None is the identity); ``friction`` None leaves it to the other geom of a pair
-    (stored as `UNSET`; `jaxmb.sim.constraints.friction`), and `DEFAULT_FRICTION` where neither sets it."""
+    (stored as `UNSET`; `jaxmb.sim.contact_frames.friction`), and `DEFAULT_FRICTION` where neither sets it."""
 
     kind: str
     body: str | None

@@ -35,8 +35,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.configuration import neutral_configuration
-from jaxmb.errors import ModelError
 from jaxmb.dynamics.mass import mass_matrix
+from jaxmb.errors import ModelError
 from jaxmb.kinematics import forward_kinematics, jacobian_rows
 from jaxmb.model import pytree_dataclass
 from jaxmb.spatial import Transform

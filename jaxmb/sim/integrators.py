@@ -10,7 +10,7 @@
               `jaxmb.sim.actuators.implicit_damping`). ``M + dt D`` is the mass matrix with ``dt D`` added to the
               armature, so the articulated-body sweep inverts it as it inverts any armature: no matrix is formed.
               Compliant contact forces are implicit too, through their contact-space derivatives
-              (`jaxmb.sim.constraints.implicit_compliant_forces`): stiff contact at a large step.
+              (`jaxmb.sim.compliant.implicit_compliant_forces`): stiff contact at a large step.
 ``implicitfast``  ``implicit`` with the velocity gains and joint damping alone in ``D``, as MuJoCo's
               ``implicitfast``: the same steps as MuJoCo's where ``implicit`` differs from them by ``dt^2 kp`` terms.
 ``rk4``       the classical fourth-order Runge-Kutta method on ``(q, qd)`` in the coordinates of ``q``
@@ -31,28 +31,33 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxmb.configuration import configuration_rate, integrate
 from jaxmb.batching import in_cpu_chunks, live_tangents, of_live, vmap_in_cpu_chunks
-from jaxmb.dynamics.articulated import articulated_body, articulated_inertias, forward_dynamics, solve_factored
+from jaxmb.configuration import configuration_rate, integrate
+from jaxmb.dynamics.articulated import (
+    articulated_body,
+    articulated_inertias,
+    forward_dynamics,
+    solve_factored,
+)
 from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.kinematics import body_velocities, forward_kinematics
-from jaxmb.rotation import quat_exp, quat_to_matrix
-from jaxmb.spatial import cross3, mv
 from jaxmb.loops.articulated import forward_dynamics as loop_forward_dynamics
 from jaxmb.loops.embedding import embedding_matrix
+from jaxmb.rotation import quat_exp, quat_to_matrix
 from jaxmb.sim.actuators import actuator_forces, implicit_damping, passive_forces
 from jaxmb.sim.closed_loops import advance as loop_advance
-from jaxmb.sim.closed_loops import is_closed, loop_factors, project, spanning_tree, with_armature
-from jaxmb.sim.constraints import (
-    ConstraintForces,
-    body_forces,
-    compliant_forces,
-    constraint_forces,
-    contacts,
-    implicit_compliant_forces,
-    world_forces,
+from jaxmb.sim.closed_loops import (
+    is_closed,
+    loop_factors,
+    project,
+    spanning_tree,
+    with_armature,
 )
+from jaxmb.sim.compliant import compliant_forces, implicit_compliant_forces
+from jaxmb.sim.constraints import ConstraintForces, constraint_forces
+from jaxmb.sim.contact_frames import body_forces, contacts, world_forces
 from jaxmb.sim.inputs import Applied, with_applied
+from jaxmb.spatial import cross3, mv
 
 
 class Advance(NamedTuple):

@@ -53,7 +53,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.errors import ModelError
-from jaxmb.io.mjcf import JOINT_TYPES, compile_mjcf, load_mjcf, mujoco_module, mujoco_names, not_loaded, unique
+from jaxmb.io.mjcf import (
+    JOINT_TYPES,
+    compile_mjcf,
+    load_mjcf,
+    mujoco_module,
+    mujoco_names,
+    not_loaded,
+    unique,
+)
 from jaxmb.io.mujoco import MujocoMap, mujoco_map
 from jaxmb.loops import close_loops, coupling, explicit, loop_closure
 from jaxmb.sim.actuators import motor, position, velocity

@@ -54,8 +54,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.batching import full_precision, in_cpu_chunks, sum_rows, take_rows, vmap_in_cpu_chunks
-from jaxmb.dynamics.ab_steps import ToParent, acceleration_step, articulated_step, inertia_step
+from jaxmb.batching import (
+    full_precision,
+    in_cpu_chunks,
+    sum_rows,
+    take_rows,
+    vmap_in_cpu_chunks,
+)
+from jaxmb.dynamics.ab_steps import (
+    ToParent,
+    acceleration_step,
+    articulated_step,
+    inertia_step,
+)
 from jaxmb.dynamics.articulated import solve_factored
 from jaxmb.dynamics.opspace import upsilon_of_factors
 from jaxmb.model import pytree_dataclass

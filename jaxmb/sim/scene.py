@@ -64,7 +64,7 @@ class Options:
     (`JOINT_FRICTION`), ``cone`` (`CONES`: the Newton solver's friction cone), ``limited`` (the velocity
     coordinates with position limits, as ``(q index, v index)`` pairs), ``friction`` (the velocity coordinates
     with Coulomb friction rows), ``limit_rows`` (the most limit rows a step solves, None: one per limited
-    coordinate; `jaxmb.sim.constraints`)."""
+    coordinate; `jaxmb.sim.joint_rows`)."""
 
     integrator: str = "implicit"
     contact: str = "constraint"
@@ -143,7 +143,7 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     joint_friction: Coulomb friction as solver rows (``"constraint"``) or
     ``"smooth"``. limits: enforce the model's position limits of one-coordinate joints as unilateral constraints;
     limit_rows: solve at most this many of them a step, those of the coordinates nearest to crossing their limits
-    (`jaxmb.sim.constraints.nearest_limits`; None: all of them, every step).
+    (`jaxmb.sim.joint_rows.nearest_limits`; None: all of them, every step).
     contact: `CONTACT_MODELS`; integrator: `INTEGRATORS`; solver: ``"pgs"``, projected Gauss-Seidel sweeps on
     Coulomb's cone (`jaxmb.sim.solver`), or ``"newton"``, Newton's method on MuJoCo's convex problem
     (`jaxmb.sim.newton`); cone: the friction cone of the Newton solver's contacts, ``"elliptic"`` (Coulomb's) or

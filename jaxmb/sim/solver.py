@@ -2,7 +2,7 @@
 once they stop changing the impulses) and differentiated by the implicit function theorem at its solution.
 
 The problem (velocity level, impulses ``p``): the constraint velocities after the step are ``v+ = A p + v_free``
-with ``A = J M^-1 J*`` the constraint-space compliance (`jaxmb.sim.constraints`). Rows come in contact blocks of
+with ``A = J M^-1 J*`` the constraint-space compliance (`jaxmb.sim.compliance`). Rows come in contact blocks of
 three, ``[normal, tangent 1, tangent 2]``, and in scalar rows (joint limits, joint friction). With ``b = v_free -
 v_star`` (``v_star`` the stabilizing target velocities) and ``R`` a small diagonal regularization (the softness of
 MuJoCo's constraints), each block satisfies

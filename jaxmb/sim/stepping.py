@@ -21,10 +21,9 @@ from jaxmb.batching import eager_jit, full_precision
 from jaxmb.kinematics import forward_kinematics
 from jaxmb.sim.actuators import next_activation, with_activation
 from jaxmb.sim.closed_loops import is_closed, project
-from jaxmb.sim.constraints import contacts, world_forces
+from jaxmb.sim.contact_frames import contacts, world_forces
 from jaxmb.sim.inputs import Applied, applied_inputs
 from jaxmb.sim.integrators import euler, rk4
-
 
 NONFINITE_STATE = 1
 """`State.diverged` bit: the step produced a non-finite ``q``, ``qd``, activation or solver impulse (a time step
