@@ -23,6 +23,8 @@ measured.
 import argparse
 import os
 
+os.environ.setdefault("JAXMB_XLA_FLAGS", "1")  # the plain-jit rows: jaxmb's options as the process's flags
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -45,7 +47,8 @@ def batched(fn, chunk=None):
 
 
 def plain(fn):
-    """``jax.jit(jax.vmap(fn))``, the model closed over: the program a JAX user writes, without `jaxmb.jit`."""
+    """``jax.jit(jax.vmap(fn))``, the model closed over: the program a JAX user writes, without `jaxmb.jit`, in a
+    process that runs jaxmb alone with ``JAXMB_XLA_FLAGS=1``."""
     return jax.jit(jax.vmap(fn))
 
 

@@ -366,7 +366,7 @@ def _summary_rows(suite):
                 against += f"; {_fmt(r.get('sharded_ratio_vs_pinocchio'), 'x')} split"
             rows.append((f"{label}, {r['robot']} {r['dtype']}, batch {r['batch']}", jaxmb, against))
             if r.get("plain_jit_states_per_s"):
-                rows.append((f"{label} written with plain `jax.jit(jax.vmap(...))`, the model closed over",
+                rows.append((f"{label} written with plain `jax.jit(jax.vmap(...))` under `JAXMB_XLA_FLAGS=1`, the model closed over",
                              f"{_rate(r['plain_jit_states_per_s'])} states/s",
                              f"{_fmt(r.get('plain_jit_ratio_vs_pinocchio'), 'x')} Pinocchio {peer}"))
     grads = [r for r in dynamics if r["algorithm"] == "grad_aba"]

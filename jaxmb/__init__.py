@@ -1,9 +1,9 @@
 """jaxmb: recursive multibody dynamics in JAX, after Jain's Spatial Operator Algebra.
 
-Every function takes one state and is pure, so ``jax.jit``, ``jax.vmap`` and ``jax.grad`` compose with it. Importing
-jaxmb gives XLA's CPU backend the options under which jaxmb's programs compile and run fastest, unless JAX has
-started already or ``JAXMB_XLA_FLAGS=0`` (`jaxmb.batching.compile.use_cpu_options`); `jaxmb.jit` is ``jax.jit`` with
-those options for one program. `jaxmb.chunked_vmap` is ``jax.vmap`` computed a chunk of states at a time, and
+Every function takes one state and is pure, so ``jax.jit``, ``jax.vmap`` and ``jax.grad`` compose with it.
+`jaxmb.jit` is ``jax.jit`` with the XLA CPU options under which jaxmb's programs compile and run fastest, for that
+program alone; ``JAXMB_XLA_FLAGS=1`` in the environment gives them to every ``jax.jit`` of the process
+(`jaxmb.batching.compile.use_cpu_options`). `jaxmb.chunked_vmap` is ``jax.vmap`` computed a chunk of states at a time, and
 `jaxmb.sharded_vmap` is ``jax.vmap`` with the batch split over all devices (on the CPU one per core, after
 `jaxmb.use_cpu_cores`). `jaxmb.batching` says what each transformation runs on the CPU and on a GPU.
 Conventions: spatial vectors angular first ``[w; v]``; quaternions ``[w, x, y, z]``; gravity is physical
@@ -12,7 +12,7 @@ Conventions: spatial vectors angular first ``[w; v]``; quaternions ``[w, x, y, z
 
 from jaxmb.batching.compile import use_cpu_options
 
-use_cpu_options()  # before JAX starts its CPU backend, if it has not yet
+use_cpu_options()  # with JAXMB_XLA_FLAGS=1: before JAX starts its CPU backend, if it has not yet
 
 from jaxmb import assets, joints, operators, partitioning, reroot, robots, spatial  # noqa: E402
 from jaxmb.batching import chunked_vmap, jit, sharded_vmap, split_batch, use_cpu_cores

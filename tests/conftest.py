@@ -1,13 +1,17 @@
 """Shared test configuration: the suite runs in float64.
 
 x64 must be enabled before any array is created, so it is set here, at import, before pytest imports the test
-modules (the Pinocchio oracle tests rely on it too). Tests that check float32 cast explicitly.
+modules (the Pinocchio oracle tests rely on it too). Tests that check float32 cast explicitly. The suite runs jaxmb
+alone, so it gives jaxmb's XLA options to every ``jax.jit`` (``JAXMB_XLA_FLAGS=1``, `jaxmb.batching.compile`).
 """
+
+import os
 
 import jax
 import pytest
 
 jax.config.update("jax_enable_x64", True)
+os.environ.setdefault("JAXMB_XLA_FLAGS", "1")  # the suite's thousands of programs compile faster under jaxmb's options
 
 
 @pytest.fixture(scope="module", autouse=True)

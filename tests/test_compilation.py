@@ -144,15 +144,16 @@ def _flags_after(code, **env):
 CPU_FLAGS = [f"--{k}={str(v).lower()}" for k, v in CPU_COMPILER_OPTIONS.items()]
 
 
-def test_importing_jaxmb_gives_plain_jax_jit_the_cpu_options():
-    flags = _flags_after("import jaxmb")
-    assert all(flag in flags.split() for flag in CPU_FLAGS), flags
-
-
-def test_cpu_options_opt_out_and_the_users_own_flags_win():
+def test_importing_jaxmb_leaves_the_process_flags_to_other_jax_code():
+    assert _flags_after("import jaxmb") == ""
     assert _flags_after("import jaxmb", JAXMB_XLA_FLAGS="0") == ""
+
+
+def test_cpu_options_opt_in_and_the_users_own_flags_win():
+    flags = _flags_after("import jaxmb", JAXMB_XLA_FLAGS="1")
+    assert all(flag in flags.split() for flag in CPU_FLAGS), flags
     own = "--xla_cpu_prefer_vector_width=256"
-    flags = _flags_after("import jaxmb", XLA_FLAGS=own).split()
+    flags = _flags_after("import jaxmb", XLA_FLAGS=own, JAXMB_XLA_FLAGS="1").split()
     assert own in flags and "--xla_cpu_prefer_vector_width=512" not in flags
     assert "--xla_cpu_use_fusion_emitters=false" in flags
 
@@ -160,6 +161,7 @@ def test_cpu_options_opt_out_and_the_users_own_flags_win():
 def test_cpu_options_left_out_on_a_jaxlib_not_known_to_accept_them(monkeypatch):
     """XLA aborts the process on a flag it does not know: on a newer jaxlib, only `jit`'s per-program options."""
     monkeypatch.setattr(internals, "backends_started", lambda: False)  # as at import, before JAX starts
+    monkeypatch.setenv("JAXMB_XLA_FLAGS", "1")
     for version, changed in (("0.11.2", False), ("0.10.2", True)):
         monkeypatch.setenv("XLA_FLAGS", "")
         monkeypatch.setattr(jaxlib.version, "__version__", version)

@@ -6,8 +6,8 @@ Every public function of jaxmb takes one state. What the transformations a user 
 ``jax.jit``
     One XLA program. `jit` is ``jax.jit`` with `compile.CPU_COMPILER_OPTIONS` (XLA's older CPU loop emitter and
     512-bit vector loops), the options under which the sweeps compile and run fastest on the CPU; other backends
-    ignore them. Importing jaxmb also sets them as the process's XLA flags (`compile.use_cpu_options`), so plain
-    ``jax.jit`` compiles the same program; ``JAXMB_XLA_FLAGS=0`` in the environment opts out.
+    ignore them. They are jaxmb's programs' alone: plain ``jax.jit`` compiles with XLA's defaults, unless
+    ``JAXMB_XLA_FLAGS=1`` in the environment sets them as the process's XLA flags (`compile.use_cpu_options`).
     Called outside any transformation (a notebook), a public function compiles itself once per argument shapes and
     reuses the program (`eager_jit`), instead of running op by op.
 ``jax.vmap``

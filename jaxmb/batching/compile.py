@@ -5,8 +5,12 @@ emitter. On jaxmb's sweeps the older emitter compiles faster and runs as fast or
 "Compile time"). The loops over the batch (`jaxmb.batching.batch_last`) run faster vectorized 512 bits wide than at
 the default 256, on CPUs with AVX-512 and on those held to AVX2, whose registers then take each vector in two halves
 (benchmarks/README.md, "512-bit vectors, and outputs moved once"). `jit` hands the options to `jax.jit` as
-``compiler_options``, for that one program; `use_cpu_options`, called when jaxmb is imported, sets them as the
-process's ``XLA_FLAGS`` so that plain ``jax.jit`` compiles the same programs. Other backends ignore them.
+``compiler_options``, for that one program, and so do the compiled calls of jaxmb's public functions
+(`eager_jit`). The options are scoped to jaxmb's programs: set as the process's ``XLA_FLAGS`` they would also
+compile other JAX code in the process, and an optax update of a small network runs slower under them
+(benchmarks/README.md, "Compile time"). A process that runs jaxmb alone can take them for every ``jax.jit`` with
+``JAXMB_XLA_FLAGS=1`` in its environment (`use_cpu_options`, called when jaxmb is imported). Other backends ignore
+them.
 
 `eager_jit` decorates the public functions: their state enters in the model's dtype (`as_state`), and called outside
 any JAX transformation (in a notebook, say), a function runs as one program compiled by `jit` and cached, instead of
@@ -50,17 +54,19 @@ in ``XLA_FLAGS`` it does not know, so `use_cpu_options` sets the flags only on t
 which the test suite ran; `jit` checks each option per program and works on any release."""
 
 
-OPT_OUT = "JAXMB_XLA_FLAGS"
-"""The environment variable that, set to ``0``, keeps `use_cpu_options` from changing the process's XLA flags."""
+OPT_IN = "JAXMB_XLA_FLAGS"
+"""The environment variable that, set to ``1``, lets `use_cpu_options` add `CPU_COMPILER_OPTIONS` to the process's
+XLA flags."""
 
 
 def use_cpu_options():
-    """Add `CPU_COMPILER_OPTIONS` to the process's ``XLA_FLAGS``, so that plain ``jax.jit`` compiles jaxmb's programs
-    as `jit` does, with the model passed or closed over. Called when jaxmb is imported; it changes nothing when JAX
-    has already started its backends (XLA has read its flags then: use `jit`), when the environment sets
-    `OPT_OUT` to ``0``, on a jaxlib from `FLAGS_KNOWN_BEFORE` on, or for an option the flags already name (the
-    user's value wins). The options touch only XLA's CPU backend. Returns whether the flags were changed."""
-    if os.environ.get(OPT_OUT, "1") == "0" or internals.backends_started() or not _flags_known():
+    """Add `CPU_COMPILER_OPTIONS` to the process's ``XLA_FLAGS`` where the environment sets `OPT_IN` to ``1``, so
+    that plain ``jax.jit`` compiles every program of the process as `jit` does (module docstring: by default the
+    options are jaxmb's programs' alone). Called when jaxmb is imported; it changes nothing without `OPT_IN`, when
+    JAX has already started its backends (XLA has read its flags then: use `jit`), on a jaxlib from
+    `FLAGS_KNOWN_BEFORE` on, or for an option the flags already name (the user's value wins). The options touch only
+    XLA's CPU backend. Returns whether the flags were changed."""
+    if os.environ.get(OPT_IN, "0") != "1" or internals.backends_started() or not _flags_known():
         return False
     flags = os.environ.get("XLA_FLAGS", "")
     added = [f"--{key}={str(value).lower()}" for key, value in CPU_COMPILER_OPTIONS.items() if f"--{key}=" not in flags]
