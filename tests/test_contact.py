@@ -17,7 +17,8 @@ from jaxmb.kinematics import forward_kinematics
 from jaxmb.sim.compliance import row_space
 from jaxmb.sim.contact_frames import contacts
 from jaxmb.sim.joint_rows import joint_rows
-from jaxmb.sim.integrators import euler, step_factors
+from jaxmb.sim.integrators import euler
+from jaxmb.sim.stages import step_factors
 from jaxmb.testing import random_model
 from jaxmb.sim.solver import solve, sweep
 

@@ -27,11 +27,10 @@ from checks import assert_close  # noqa: E402
 
 from jaxmb import sim  # noqa: E402
 from jaxmb.errors import ModelError  # noqa: E402
-from jaxmb.sim.constraints import newton_forces  # noqa: E402
+from jaxmb.sim.constraints import constraint_forces  # noqa: E402
 from jaxmb.sim.impedance import impedance, reference_weights, with_mujoco_impedance  # noqa: E402
-from jaxmb.sim.integrators import step_factors  # noqa: E402
+from jaxmb.sim.stages import kinematics, step_factors  # noqa: E402
 from jaxmb.sim.mjcf_impedance import mujoco_impedance  # noqa: E402
-from jaxmb.kinematics import forward_kinematics  # noqa: E402
 
 DT = 0.002
 
@@ -64,9 +63,8 @@ def scene_of(xml, cone):
 
 def rows_at(scene, q, qd):
     """``(D, v_star)`` of the Newton solver's rows at ``(q, qd)``."""
-    T = forward_kinematics(scene.tree, q)
     ab = step_factors(scene.model, q, qd, jnp.zeros_like(qd), None)
-    prob = newton_forces(scene, scene.model, q, qd, DT, jnp.zeros(scene.rows), T, ab).problem
+    prob = constraint_forces(scene, scene.model, q, qd, DT, jnp.zeros(scene.rows), kinematics(scene, q), ab).problem
     return prob.D, prob.v_star
 
 

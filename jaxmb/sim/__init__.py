@@ -3,8 +3,10 @@
 Modules: `scene` (the `Scene` pytree and `make_scene`), `geometry` (shapes on bodies, contact pairs), `collision`
 (the narrow phase), `urdf_collision` (shapes from URDF ``<collision>`` elements), `mjcf` (the scene of an MJCF
 file: geoms, pairs, actuators, options, keyframes, equality constraints), `actuators` (motors, servos,
-passive joint terms), `constraints` (contact-space compliance on the operational-space sweeps, joint limits and
-friction, compliant contact), `solver` (the frictional contact problem by Gauss-Seidel sweeps), `newton` (MuJoCo's
+passive joint terms), `stages` (a step's kinematics and collision, actuation, free motion), `contact_frames`
+(contacts as task frames on their bodies), `joint_rows` (limits and joint friction), `compliance` (the rows'
+``J M^-1 J*`` on the operational-space sweeps), `compliant` (compliant contact), `constraints` (the constraint
+forces of a step by either solver), `solver` (the frictional contact problem by Gauss-Seidel sweeps), `newton` (MuJoCo's
 convex problem by Newton's method), `impedance` (MuJoCo's soft constraints as the Newton solver's rows),
 `mjcf_impedance` (an MJCF file's numbers for them), `inputs` (applied generalized forces and body wrenches),
 `integrators`, `stepping` (state, step,
@@ -24,9 +26,11 @@ from jaxmb.sim.stepping import (
     NONFINITE_STATE,
     ContactState,
     State,
+    StepRecord,
     contact_forces,
     failures,
     init_state,
+    inspect_step,
     rollout,
     step,
 )
@@ -35,8 +39,8 @@ from jaxmb.sim.urdf_collision import urdf_geometry
 
 __all__ = [
     "CONTACT_MODELS", "ContactState", "Contacts", "Geometry", "INTEGRATORS", "Impedance", "Keyframe", "LOOPS_OPEN", "MjcfScene",
-    "NONFINITE_CONTROL", "NONFINITE_STATE", "Pairs", "PhasePoint", "SOLVERS", "Scene", "State", "box", "capsule",
+    "NONFINITE_CONTROL", "NONFINITE_STATE", "Pairs", "PhasePoint", "SOLVERS", "Scene", "State", "StepRecord", "box", "capsule",
     "contact_forces", "failures", "generalized_leapfrog", "implicit_midpoint", "intvelocity",
-    "init_state", "load_mjcf_scene", "make_scene", "motor", "plane", "position", "residuals", "rollout", "sphere",
+    "init_state", "inspect_step", "load_mjcf_scene", "make_scene", "motor", "plane", "position", "residuals", "rollout", "sphere",
     "step", "urdf_geometry", "velocity", "with_mujoco_impedance",
 ]

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from jaxmb.batching import sum_rows
 from jaxmb.dynamics.articulated import solve_factored
 from jaxmb.dynamics.compliance import unit_forces, walk_columns
-from jaxmb.hinges import hinge_map, joint_poses
+from jaxmb.hinges import hinge_map
 from jaxmb.sim.closed_loops import is_closed, loop_space
 from jaxmb.sim.contact_frames import contact_jacobian, side_frames, side_rows, sides
 from jaxmb.sim.joint_rows import no_joint_rows
@@ -73,10 +73,10 @@ def row_space(scene, model, q, T, con, ab, rows):
     return jnp.concatenate(J), 0.5 * (A + A.T)
 
 
-def with_rows_by_solve(model, q, ab, J, A, E):
+def with_rows_by_solve(model, X, ab, J, A, E):
     """``(J, A)`` with the rows ``E`` (k, nv) appended, whose columns ``M^-1 E*`` come from the factored solve
     (7.18) with the step's ``G, D``, and whose couplings to the rows ``J`` are ``J M^-1 E*``."""
-    X, H = joint_poses(model, q), hinge_map(model)
+    H = hinge_map(model)
     MinvE = jax.vmap(lambda e: solve_factored(model, X, H, ab.G, ab.D, e)[0])(E)  # (k, nv): rows E M^-1
     A_jk = J @ MinvE.T
     A_kk = E @ MinvE.T

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxmb.sim.compliance import contact_space
-from jaxmb.sim.contact_frames import body_forces, contact_velocities, contacts, friction, world_forces
+from jaxmb.sim.contact_frames import body_forces, contact_velocities, friction, world_forces
 
 
 def compliant_law(c, mu, dist, v):
@@ -58,15 +58,14 @@ def implicit_compliant_forces(scene, model, q, T, con, ab, qdd, dt):
     return correction.reshape(nc, 3)
 
 
-def contacts_and_compliant_forces(scene, T, ab, dtype):
-    """``(con, f_ext, force)``: the contact slots (None without geometry), and the compliant model's body forces
-    (nb, 6) and contact-frame forces (nc, 3) at the velocities ``ab.V`` (zeros under the constraint model)."""
+def compliant_contact_forces(scene, T, con, V, dtype):
+    """``(f_ext, force)``: the compliant model's body forces (nb, 6) and contact-frame forces (nc, 3) of the contact
+    slots ``con`` at the body poses ``T`` and velocities ``V`` (zeros under the constraint model)."""
     f_ext = jnp.zeros((scene.tree.nb, 6), dtype)
     force = jnp.zeros((scene.nc, 3), dtype)
-    con = contacts(scene, T) if scene.nc else None
     if scene.nc and scene.options.contact == "compliant":
-        force = compliant_forces(scene, T, ab.V, con)
+        force = compliant_forces(scene, T, V, con)
         f_ext = body_forces(scene, T, con, world_forces(con, force))
-    return con, f_ext, force
+    return f_ext, force
 
 

@@ -1,22 +1,12 @@
-"""The constraint forces of one step: every row of the step (contacts of the constraint model, joint limits,
-joint friction) solved by the scene's solver, the Gauss-Seidel sweeps (`jaxmb.sim.solver`) on the rows'
-compliance (`jaxmb.sim.compliance`) or Newton's method (`jaxmb.sim.newton`) on the mass matrix with the rows'
-inertias added, and the forces that go back to the bodies.
+"""The constraint forces of one step: the step's rows (`jaxmb.sim.rows`: contacts of the constraint model, joint
+limits, joint friction), built once, solved by the scene's solver: the Gauss-Seidel sweeps (`jaxmb.sim.solver`) on
+the rows' compliance (`jaxmb.sim.compliance`), or Newton's method (`jaxmb.sim.newton`), which needs no compliance:
+its Hessian is the mass matrix with the active rows added as body inertias, each contact row's ``d = [r x u; u]``
+in its body's coordinates (``u`` the row's direction, ``r`` the contact point).
 
 The solved impulses go back as the generalized force ``J* p / dt`` of all rows, whose accelerations ``M^-1 J* p /
 dt`` the integrator adds to the free ones by the factored solve (7.18) with the same ``G, D``: one up and one down
 sweep, no articulated inertia computed twice.
-
-Newton rows. A scene with ``solver="newton"`` (`newton_forces`, `jaxmb.sim.newton`) takes each contact as
-Coulomb's elliptic cone on its three rows ``C`` (normal and tangents; ``cone="elliptic"``) or as the four edges
-``E C`` of its friction pyramid (`jaxmb.sim.contact_frames.pyramid`), and every limit and friction row, and needs no compliance: the Newton
-solver's Hessian is the mass matrix with the active rows added as body inertias, each contact row's ``d = [r x u;
-u]`` in its body's coordinates (``u`` the row's direction, ``r`` the contact point). A tangent row's target (an
-edge's: its normal's plus this) is the part of its velocity that the slip makes, less the fraction ``2 dt /
-timeconst`` of it that MuJoCo's reference acceleration (its damping ``b = 2 / timeconst``) removes in a step:
-without it a sliding contact would stop slipping, or lift a sliding body at ``mu`` times its slip, within one
-step.
-
 """
 
 from typing import NamedTuple
@@ -27,33 +17,16 @@ import numpy as np
 
 from jaxmb.dynamics.articulated import articulated_inertias
 from jaxmb.dynamics.mass import mass_matrix
-from jaxmb.hinges import body_inertias, hinge_map, joint_poses
+from jaxmb.hinges import body_inertias, hinge_map
 from jaxmb.sim.closed_loops import is_closed
 from jaxmb.sim.compliance import row_space, softened, with_rows_by_solve
-from jaxmb.sim.compliant import contacts_and_compliant_forces
-from jaxmb.sim.contact_frames import (
-    Contacts,
-    contact_jacobian,
-    friction,
-    one_sided,
-    pyramid,
-    side_frames,
-    sides,
-)
-from jaxmb.sim.impedance import mujoco_rows
-from jaxmb.sim.joint_rows import (
-    chosen_limits,
-    concat,
-    friction_rows,
-    joint_rows,
-    limit_distances,
-    limit_rows,
-    nearest_limits,
-    target_velocity,
-)
+from jaxmb.sim.compliant import compliant_contact_forces
+from jaxmb.sim.contact_frames import Contacts, one_sided, side_frames, sides
+from jaxmb.sim.joint_rows import chosen_limits, concat, nearest_limits, split
 from jaxmb.sim.newton import DenseMetric, TreeMetric
 from jaxmb.sim.newton import Problem as NewtonProblem
 from jaxmb.sim.newton import solution as newton_solution
+from jaxmb.sim.rows import Rows, constraint_rows, joint_coordinates
 from jaxmb.sim.solver import Problem, solve
 from jaxmb.spatial import cross3
 
@@ -65,9 +38,10 @@ class ConstraintForces(NamedTuple):
     zero on the limit rows a capped step left out; the Newton solver's cones hold ``-D w`` before the projection,
     `jaxmb.sim.newton.Solution`), ``force`` (nc, 3) contact forces in the contact frames (zeros
     without contact), ``contacts`` the contact slots (None without geometry), ``problem`` the solver's
-    `jaxmb.sim.solver.Problem` or `jaxmb.sim.newton.Problem` (None without solver rows) and ``solution`` its
-    impulses, to check them by, and ``velocity`` (nv,) the velocity after the step where the solver found it with
-    the impulses (the Newton solver without compliant contact), else None."""
+    `jaxmb.sim.solver.Problem` or `jaxmb.sim.newton.Problem` (None without solver rows), ``solution`` its
+    impulses, to check them by, ``velocity`` (nv,) the velocity after the step where the solver found it with
+    the impulses (the Newton solver without compliant contact), else None, and ``warm`` the impulses the solver
+    started from (the step's record counts its iterations from there: `jaxmb.sim.stepping.inspect_step`)."""
 
     tau: jnp.ndarray
     f_ext: jnp.ndarray
@@ -77,121 +51,111 @@ class ConstraintForces(NamedTuple):
     problem: Problem | NewtonProblem | None = None
     solution: jnp.ndarray | None = None
     velocity: jnp.ndarray | None = None
+    warm: jnp.ndarray | None = None
 
 
-def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintForces:
-    """Solve the step's constraints at ``(q, qd)`` under the applied joint forces ``tau`` (nv,): ``model`` is the
-    scene's model, or the one whose armature carries the implicit damping (`jaxmb.sim.integrators`), ``ab`` its
-    articulated-body quantities at ``(q, qd, tau)`` (free accelerations ``qdd``, velocities ``V``, factors ``G, D``:
-    `jaxmb.sim.integrators.StepFactors`; `jaxmb.sim.closed_loops.LoopFactors` for a closed-loop model, whose
-    ``qd`` and ``tau`` are on ``yd``), ``T`` the body poses, ``warm`` (rows,) the warm start."""
-    if scene.options.solver == "newton":
-        return newton_forces(scene, model, q, qd, dt, warm, T, ab)
+def constraint_forces(scene, model, q, qd, dt, warm, kin, ab) -> ConstraintForces:
+    """Solve the step's constraints at ``(q, qd)``: ``model`` is the scene's model, or the one whose armature
+    carries the implicit damping (`jaxmb.sim.integrators`), ``kin`` the `jaxmb.sim.stages.Kinematics` at ``q``
+    (joint and body poses, contact slots), ``ab`` the free motion at ``(q, qd)`` under the step's applied forces
+    (free accelerations ``qdd``, velocities ``V``, factors ``G, D``: `jaxmb.sim.stages.StepFactors`;
+    `jaxmb.sim.closed_loops.LoopFactors` for a closed-loop model, whose ``qd`` is ``yd``), ``warm`` (rows,) the
+    warm start. The rows are built once (`jaxmb.sim.rows.constraint_rows`) and solved by the scene's solver."""
     dtype = qd.dtype
-    nc = scene.nc
-    tau_c = jnp.zeros(qd.shape[0], dtype)
-    con, f_ext, force = contacts_and_compliant_forces(scene, T, ab, dtype)
-    limits, frictions = limit_rows(scene, q, dt), friction_rows(scene, dt, dtype)
-    solve_contacts = nc and scene.options.contact == "constraint"
-    if not solve_contacts and not limits.J.shape[0] + frictions.J.shape[0]:
-        return ConstraintForces(tau_c, f_ext, warm, force, con)
-    c = 3 * nc if solve_contacts else 0
+    T, con = kin.T, kin.contacts
+    f_ext, force = compliant_contact_forces(scene, T, con, ab.V, dtype)
+    closed = is_closed(model)
+    rows = constraint_rows(scene, q, ab.G @ qd if closed else qd, dt, kin)
+    if rows is None:
+        return ConstraintForces(jnp.zeros(qd.shape[0], dtype), f_ext, warm, force, con)
+    solve_rows = newton_forces if scene.options.solver == "newton" else gauss_seidel_forces
+    cf = solve_rows(scene, model, q, qd, dt, warm, kin, ab, rows)
+    return cf._replace(f_ext=f_ext, force=force if rows.contacts is None else cf.force)
+
+
+def gauss_seidel_forces(scene, model, q, qd, dt, warm, kin, ab, rows: Rows) -> ConstraintForces:
+    """`constraint_forces` by the Gauss-Seidel sweeps (`jaxmb.sim.solver`) on the rows' compliance ``A = J M^-1 J*``
+    (`jaxmb.sim.compliance.row_space`) softened by ``regularization`` times its diagonal (`softened`). With
+    ``limit_rows = k`` the solver takes the contacts, the friction rows and the ``k`` limits nearest to crossing
+    (`jaxmb.sim.joint_rows.nearest_limits`), their compliance columns by the factored solve."""
+    dtype, nc = qd.dtype, scene.nc
+    con = rows.contacts
+    c = rows.n_contact
     qd_free = qd + dt * ab.qdd
     cap = scene.options.limit_rows
+    joint = rows.joints
     if cap is None:
-        rows = concat(limits, frictions)
-        J, A = row_space(scene, model, q, T, con if solve_contacts else None, ab, rows)
+        J, A = row_space(scene, model, q, kin.T, con, ab, joint)
         p0 = warm
-    else:  # the solver's rows: contacts, friction, then the chosen limits (module docstring)
-        n_limits, n_friction = limits.J.shape[0], frictions.J.shape[0]
+        chosen_rows = joint
+    else:  # the solver's rows: contacts, friction, then the chosen limits (`jaxmb.sim.joint_rows`)
+        n_limits = len(scene.options.limited)
+        n_friction = joint.J.shape[0] - n_limits
+        limits, frictions = split(joint, n_limits)
         S = jax.nn.one_hot(nearest_limits(limits, qd_free, cap), n_limits, dtype=dtype)
         chosen = chosen_limits(limits, S)
-        rows = concat(frictions, chosen)
-        if solve_contacts or n_friction:
-            J, A = row_space(scene, model, q, T, con if solve_contacts else None, ab, frictions)
+        chosen_rows = concat(frictions, chosen)
+        if c or n_friction:
+            J, A = row_space(scene, model, q, kin.T, con, ab, frictions)
         else:
             J, A = jnp.zeros((0, qd.shape[0]), dtype), jnp.zeros((0, 0), dtype)
-        J, A = with_rows_by_solve(model, q, ab, J, A, chosen.J)
+        J, A = with_rows_by_solve(model, kin.X, ab, J, A, chosen.J)
         p0 = jnp.concatenate([warm[:c], warm[c + n_limits:], S @ warm[c:c + n_limits]])
-    v_star, mu = [rows.v_star], jnp.zeros((0,), dtype)
-    if solve_contacts:
-        v_star.insert(0, jnp.stack([target_velocity(con.dist, dt, scene.contact.timeconst), jnp.zeros(nc, dtype),
-                                    jnp.zeros(nc, dtype)], -1).reshape(-1))
-        mu = friction(scene)
-    A = A + jnp.diag(scene.contact.regularization * softened(jnp.diag(A), nc if solve_contacts else 0)
+    v_star = jnp.concatenate([rows.v_star[:c], chosen_rows.v_star])
+    A = A + jnp.diag(scene.contact.regularization * softened(jnp.diag(A), nc if c else 0)
                      + jnp.finfo(dtype).tiny ** 0.5)
-    prob = Problem(A, J @ qd_free - jnp.concatenate(v_star), mu, rows.lo, rows.hi)
+    prob = Problem(A, J @ qd_free - v_star, rows.mu, chosen_rows.lo, chosen_rows.hi)
     p = solve(prob, p0, scene.options.iterations, scene.options.tolerance)
     impulse = p
     if cap is not None:
         impulse = jnp.concatenate([p[:c], S.T @ p[c + n_friction:], p[c:c + n_friction]])
-    if solve_contacts:
-        force = p[: 3 * nc].reshape(nc, 3) / dt
-    return ConstraintForces(J.T @ p / dt, f_ext, impulse, force, con, prob, p)
+    force = p[:c].reshape(-1, 3) / dt
+    return ConstraintForces(J.T @ p / dt, None, impulse, force, con, prob, p, None, p0)
 
 
-def newton_forces(scene, model, q, qd, dt, warm, T, ab) -> ConstraintForces:
+def newton_forces(scene, model, q, qd, dt, warm, kin, ab, rows: Rows) -> ConstraintForces:
     """`constraint_forces` by the Newton solver (`jaxmb.sim.newton`): each contact of the constraint model as
     Coulomb's elliptic cone on its three rows (``cone="elliptic"``) or as the four edges of its friction pyramid,
-    every limit and friction row. The rows' softness ``R = regularization x`` the diagonal of ``J M^-1 J*`` (a
-    cone's three rows take its normal's): a contact row's from the operational-space compliance of its body
-    (`upsilon`, one down sweep; exact from the dense ``M`` where a contact has two moving sides), a joint row's
-    ``1/D`` of its coordinate (its compliance with the parent held).
+    every limit and friction row. The rows' weights are MuJoCo's where the scene states them (`Rows.D`), else
+    jaxmb's softness ``R = regularization x`` the diagonal of ``J M^-1 J*`` (a cone's three rows take its
+    normal's): a contact row's from the operational-space compliance of its body (`upsilon`, one down sweep;
+    exact from the dense ``M`` where a contact has two moving sides), a joint row's ``1/D`` of its coordinate (its
+    compliance with the parent held).
 
     A closed-loop ``model`` (`jaxmb.loops.LoopModel`) solves on the independent velocities ``yd``: every row ``j``
     on the spanning tree's velocities becomes ``j G`` (`jaxmb.sim.closed_loops`), the Hessian is the dense
     ``G* M G + J_y* H J_y``, a contact row's diagonal that of ``J_y (G* M G)^-1 J_y*`` and a joint row's ``1/D`` of
     its coordinate in the spanning tree."""
-    dtype, tree, nc = qd.dtype, scene.tree, scene.nc
-    con, f_ext, force = contacts_and_compliant_forces(scene, T, ab, dtype)
-    rows = joint_rows(scene, q, dt)
-    c = nc if nc and scene.options.contact == "constraint" else 0
-    if not c and not rows.J.shape[0]:
-        return ConstraintForces(jnp.zeros(qd.shape[0], dtype), f_ext, warm, force, con)
+    dtype, tree = qd.dtype, scene.tree
+    con, c, elliptic = rows.contacts, rows.n_contact, scene.options.cone == "elliptic"
     closed = is_closed(model)
-    on_y = (lambda J: J @ ab.G) if closed else (lambda J: J)  # rows on the step's velocities
-    coordinate = tuple(int(j) for j in rows.coordinate)
-    J, d, v_star, body, dense = on_y(rows.J), jnp.zeros((0, 6), dtype), rows.v_star, (), closed
-    mu, elliptic = jnp.zeros(0, dtype), scene.options.cone == "elliptic"
-    k = 3 if elliptic else 4  # rows per contact
+    J = rows.J @ ab.G if closed else rows.J  # rows on the step's velocities
+    coordinate = joint_coordinates(rows)
+    d, body, dense = jnp.zeros((0, 6), dtype), (), closed
     if c:
         sd = sides(scene.geometry.body, scene.pairs)
-        mu = friction(scene) if elliptic else mu
-        E = jnp.eye(3, dtype=dtype)[None].repeat(nc, 0) if elliptic else pyramid(friction(scene))  # rows (nc, k, 3)
-        J3 = on_y(contact_jacobian(scene, T, con)).reshape(nc, 3, -1)
-        J = jnp.concatenate([jnp.einsum("cer,crv->cev", E, J3).reshape(k * nc, -1), J])
-        kept = 1.0 - jnp.minimum(2.0 * dt / scene.contact.timeconst, 1.0)
-        slip = jnp.einsum("cer,cr->ce", E.at[:, :, 0].set(0.0), jnp.einsum("crv,v->cr", J3, qd))
-        target = target_velocity(con.dist, dt, scene.contact.timeconst)[:, None] * E[:, :, 0] + kept * slip
-        v_star = jnp.concatenate([target.reshape(-1), v_star])
-        dense = closed or not one_sided(sd, nc)
+        dense = closed or not one_sided(sd, scene.nc)
         if not dense:
-            _, placement = side_frames(T, con, sd)
+            _, placement = side_frames(kin.T, con, sd)
             u = jnp.swapaxes(placement.R, -1, -2) * jnp.asarray(sd.sign, dtype)[:, None, None]  # rows n, t1, t2
             d_side = jnp.concatenate([cross3(placement.p[:, None, :], u), u], -1)  # (nc, 3, 6) = [r x u; u]
-            d = jnp.einsum("cer,crk->cek", E, d_side).reshape(k * nc, 6)
-            body = tuple(b for b in sd.body for _ in range(k))
+            d = jnp.einsum("cer,crk->cek", rows.edges, d_side).reshape(c, 6)
+            body = tuple(b for b in sd.body for _ in range(rows.edges.shape[1]))
     if dense:
         M = ab.G.T @ mass_matrix(model.tree, q) @ ab.G if closed else mass_matrix(model, q)
         metric = DenseMetric(M)
     else:
-        metric = TreeMetric(joint_poses(model, q), hinge_map(model), ab.G, ab.D, body_inertias(model),
+        metric = TreeMetric(kin.X, hinge_map(model), ab.G, ab.D, body_inertias(model),
                             model.armature, d, tree.topology, body, coordinate)
-    if scene.impedance is not None:  # MuJoCo's soft constraints (`jaxmb.sim.impedance`)
-        limit_dist = limit_distances(scene, q)[0] if scene.options.limited else None
-        stiffness, v_star = mujoco_rows(scene, dt, con.dist if c else None, J @ qd, friction(scene) if c else None,
-                                        elliptic, limit_dist)
-    else:
-        stiffness = 1.0 / _regularization(scene, model, q, ab, J, metric, dense, closed, coordinate, k * c, elliptic)
-    lo, hi = rows.lo, rows.hi
-    if not elliptic:
-        lo, hi = jnp.concatenate([jnp.zeros(k * c, dtype), lo]), jnp.concatenate([jnp.full(k * c, jnp.inf, dtype), hi])
-    prob = NewtonProblem(J, qd + dt * ab.qdd, v_star, stiffness, mu, lo, hi, metric)
+    D = rows.D
+    if D is None:
+        D = 1.0 / _regularization(scene, model, q, ab, J, metric, dense, closed, coordinate, c, elliptic)
+    prob = NewtonProblem(J, qd + dt * ab.qdd, rows.v_star, D, rows.mu, rows.lo, rows.hi, metric)
     sol = newton_solution(prob, warm, scene.options.iterations, scene.options.tolerance)
-    if c:
-        force = jnp.einsum("ce,cer->cr", sol.p[: k * c].reshape(c, k), E) / dt
+    force = jnp.einsum("ce,cer->cr", sol.p[:c].reshape(-1, rows.edges.shape[1]), rows.edges) / dt
     compliant = scene.nc and scene.options.contact == "compliant"  # (its forces are not in v_free)
-    return ConstraintForces(J.T @ sol.p / dt, f_ext, sol.warm, force, con, prob, sol.p, None if compliant else sol.v)
+    return ConstraintForces(J.T @ sol.p / dt, None, sol.warm, force, con, prob, sol.p, None if compliant else sol.v,
+                            warm)
 
 
 def _regularization(scene, model, q, ab, J, metric, dense, closed, coordinate, n_contact, elliptic):

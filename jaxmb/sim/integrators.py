@@ -28,134 +28,36 @@ configuration is projected back onto the loop constraints at the end of every st
 
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 
-from jaxmb.batching import in_cpu_chunks, live_tangents, of_live, vmap_in_cpu_chunks
 from jaxmb.configuration import configuration_rate, integrate
-from jaxmb.dynamics.articulated import (
-    articulated_body,
-    articulated_inertias,
-    forward_dynamics,
-    solve_factored,
-)
-from jaxmb.hinges import hinge_map, joint_poses
-from jaxmb.kinematics import body_velocities, forward_kinematics
+from jaxmb.dynamics.articulated import forward_dynamics, solve_factored
+from jaxmb.hinges import hinge_map
+from jaxmb.kinematics import body_velocities
 from jaxmb.loops.articulated import forward_dynamics as loop_forward_dynamics
-from jaxmb.loops.embedding import embedding_matrix
 from jaxmb.rotation import quat_exp, quat_to_matrix
-from jaxmb.sim.actuators import actuator_forces, implicit_damping, passive_forces
+from jaxmb.sim.actuators import implicit_damping
 from jaxmb.sim.closed_loops import advance as loop_advance
-from jaxmb.sim.closed_loops import (
-    is_closed,
-    loop_factors,
-    project,
-    spanning_tree,
-    with_armature,
-)
-from jaxmb.sim.compliant import compliant_forces, implicit_compliant_forces
-from jaxmb.sim.constraints import ConstraintForces, constraint_forces
-from jaxmb.sim.contact_frames import body_forces, contacts, world_forces
-from jaxmb.sim.inputs import Applied, with_applied
-from jaxmb.spatial import cross3, mv
+from jaxmb.sim.closed_loops import is_closed, project, with_armature
+from jaxmb.sim.compliant import compliant_contact_forces, implicit_compliant_forces
+from jaxmb.sim.constraints import ConstraintForces
+from jaxmb.sim.contact_frames import body_forces, world_forces
+from jaxmb.sim.inputs import Applied
+from jaxmb.sim.stages import Start, actuation, kinematics, start, turning_rates
+from jaxmb.spatial import mv
 
 
 class Advance(NamedTuple):
     """One step's result: ``q`` (nq,), ``qd`` (nv,) (``yd`` (ny,) of a closed-loop scene), the step's
-    `ConstraintForces`, and ``closed`` () whether a closed-loop scene's loops closed at ``q`` (always true for a
-    tree)."""
+    `ConstraintForces`, ``closed`` () whether a closed-loop scene's loops closed at ``q`` (always true for a
+    tree), and the `jaxmb.sim.stages.Start` of the step (its kinematics, actuation and free motion), for the step's
+    record (`jaxmb.sim.stepping.inspect_step`)."""
 
     q: jnp.ndarray
     qd: jnp.ndarray
     constraints: ConstraintForces
     closed: jnp.ndarray
-
-
-def applied_forces(scene, q, qd, ctrl):
-    """Actuator and passive joint forces (nv,) at ``(q, qd)``."""
-    smooth = scene.options.joint_friction == "smooth"
-    return actuator_forces(scene.actuators, q, qd, ctrl) + passive_forces(scene.joints, q, qd, smooth)
-
-
-class Solved(NamedTuple):
-    """The start of a step: applied joint forces ``tau`` (nv,), body poses ``T``, the `StepFactors` ``ab`` at
-    ``(q, qd, tau, f_applied)``, the applied body wrenches ``f_applied`` (nb, 6) in body coordinates (None without
-    them), and the step's `ConstraintForces` ``cf``."""
-
-    tau: jnp.ndarray
-    T: object
-    ab: object
-    f_applied: jnp.ndarray | None
-    cf: ConstraintForces
-
-
-class StepFactors(NamedTuple):
-    """What the constraints take of the articulated-body algorithm at ``(q, qd, tau)``: the free accelerations
-    ``qdd`` (nv,), the body velocities ``V`` (nb, 6), and the factors ``G``, ``D`` (nv, 6) of ``q``
-    (`jaxmb.ArticulatedInertias`)."""
-
-    qdd: jnp.ndarray
-    V: jnp.ndarray
-    G: jnp.ndarray
-    D: jnp.ndarray
-
-
-@jax.custom_jvp
-def step_factors(model, q, qd, tau, f_ext) -> StepFactors:
-    """`StepFactors` of a tree under the joint forces ``tau`` (nv,) and the external forces ``f_ext`` (nb, 6) or
-    None from one pass of the articulated-body algorithm (`jaxmb.articulated_body`), batched
-    in chunks on the CPU: a smaller program than the three functions that compute them apart. Its derivative is
-    theirs (`_factors_apart`): the forward dynamics with its analytic derivative rule, which a derivative through
-    the articulated-body sweeps themselves would replace by a larger program."""
-    return _one_pass(model, q, qd, tau, f_ext)
-
-
-def _one_pass_of_one_state(model, q, qd, tau, f_ext):
-    ab = articulated_body(model, q, qd, tau, f_ext)
-    return StepFactors(ab.qdd, ab.V, ab.G, ab.D)
-
-
-_one_pass = vmap_in_cpu_chunks(_one_pass_of_one_state)
-
-
-def _gains_and_D(model, q):
-    ai = articulated_inertias(model, q)
-    return ai.G, ai.D
-
-
-_inertias_in_chunks = in_cpu_chunks(_gains_and_D)
-
-
-def _factors_apart(model, q, qd, tau, f_ext) -> StepFactors:
-    """`StepFactors` from the functions that compute each, each batched by its own rule (`jaxmb.batching`)."""
-    G, D = _inertias_in_chunks(model, q)
-    return StepFactors(forward_dynamics(model, q, qd, tau, f_ext), body_velocities(model, q, qd), G, D)
-
-
-def _step_factors_jvp(primals, tangents):
-    """The JVP of `_factors_apart` in the arguments whose tangents are not symbolic zeros (a scene's model is
-    usually constant): zero tangents made arrays would be carried through every derivative sweep."""
-    live, dots = live_tangents(primals, tangents)
-    if not live:
-        out = _one_pass(*primals)
-        return out, jax.tree.map(jnp.zeros_like, out)
-    return jax.jvp(*of_live(_factors_apart, primals, live), dots)
-
-
-step_factors.defjvp(_step_factors_jvp, symbolic_zeros=True)
-
-
-def _generalized_forces(scene, model, q, v, ctrl, qfrc=None):
-    """``(tau, qd)``: the applied forces in the step's coordinates, and the spanning velocity at ``v``: for a tree
-    ``applied_forces`` plus the applied generalized forces ``qfrc`` (nv,) (None: none) and ``v``; for a
-    closed-loop system ``G*`` of those (ny,) and ``G v``."""
-    if not is_closed(model):
-        tau = applied_forces(scene, q, v, ctrl)
-        return (tau if qfrc is None else tau + qfrc), v
-    G = embedding_matrix(model, q)
-    qd = G @ v
-    tau = applied_forces(scene, q, qd, ctrl)
-    return G.T @ (tau if qfrc is None else tau + qfrc), qd
+    start: Start
 
 
 def _accelerations(model, q, v, tau, f_ext=None):
@@ -167,19 +69,6 @@ def _accelerations(model, q, v, tau, f_ext=None):
 def _plus(f, g):
     """The sum of two external forces (nb, 6), either of which may be None (none)."""
     return g if f is None else f if g is None else f + g
-
-
-def turning_rates(model, qd):
-    """``[0; w x v]`` (nv,) on each free joint's coordinates ``qd = [w; v]``, zero elsewhere: how fast the body-frame
-    linear velocity of a body moving on a straight line changes by the turning of its axes alone, since
-    ``d/dt (R v) = R (dv/dt + w x v)``. Added to the accelerations, it makes a step's velocity ``u`` the velocity in
-    the axes the step starts from (`euler_positions`)."""
-    out = jnp.zeros_like(qd)
-    for blk in model.topology.kind_blocks:
-        if blk.kind == "free":
-            w, v = qd[blk.v_index[:, :3]], qd[blk.v_index[:, 3:]]
-            out = out.at[blk.v_index[:, 3:]].set(cross3(w, v))
-    return out
 
 
 def in_joint_axes(model, q, qd, inverse=False):
@@ -216,26 +105,14 @@ def euler_positions(model, q, u, dt):
     return q_next, u
 
 
-def _solved(scene, model, q, v, ctrl, dt, warm, applied, turning=False) -> Solved:
-    T = forward_kinematics(spanning_tree(model), q)
-    tau, _ = _generalized_forces(scene, model, q, v, ctrl, applied.qfrc)
-    f_applied = with_applied(None, scene.tree, T, applied)
-    if is_closed(model):
-        ab = loop_factors(model, q, v, tau, f_applied)
-    else:
-        ab = step_factors(model, q, v, tau, f_applied)
-        if turning:
-            ab = ab._replace(qdd=ab.qdd + turning_rates(model, v))
-    return Solved(tau, T, ab, f_applied, constraint_forces(scene, model, q, v, tau, dt, warm, T, ab))
-
-
-def _constrained_accelerations(scene, model, q, qd, tau, ab, f_applied, cf):
-    """The accelerations under the applied forces ``tau`` and ``f_applied`` and the constraint forces ``cf``: for a
-    tree without compliant contact the free ones ``ab.qdd`` plus ``M^-1 cf.tau`` by the factored solve (7.18)
-    with the step's ``G, D``; else the forward dynamics again, with the compliant forces as external forces."""
+def _constrained_accelerations(scene, model, q, qd, s: Start, cf):
+    """The accelerations under the applied forces of the `Start` ``s`` and the constraint forces ``cf``: for a tree
+    without compliant contact the free ones plus ``M^-1 cf.tau`` by the factored solve (7.18) with the step's
+    ``G, D``; else the forward dynamics again, with the compliant forces as external forces."""
     if is_closed(model) or (scene.nc and scene.options.contact == "compliant"):
-        return _accelerations(model, q, qd, tau + cf.tau, _plus(cf.f_ext, f_applied))
-    return ab.qdd + solve_factored(model, joint_poses(model, q), hinge_map(model), ab.G, ab.D, cf.tau)[0]
+        return _accelerations(model, q, qd, s.actuation.tau + cf.tau, _plus(cf.f_ext, s.actuation.f_applied))
+    ab = s.free
+    return ab.qdd + solve_factored(model, s.kinematics.X, hinge_map(model), ab.G, ab.D, cf.tau)[0]
 
 
 def euler(scene, q, qd, ctrl, dt, warm, implicit=False, position_gains=True, applied=Applied()) -> Advance:
@@ -249,48 +126,54 @@ def euler(scene, q, qd, ctrl, dt, warm, implicit=False, position_gains=True, app
         D = implicit_damping(scene.actuators, scene.joints, dt, position_gains)
         model = with_armature(model, dt * D)
     closed = is_closed(model)
-    tau, T, ab, f_applied, cf = _solved(scene, model, q, qd, ctrl, dt, warm, applied, turning=not closed)
+    s = start(scene, model, q, qd, ctrl, dt, warm, applied, turning=not closed)
+    cf = s.constraints
     if cf.velocity is not None:
         qd_next = cf.velocity
     else:
-        qdd = _constrained_accelerations(scene, model, q, qd, tau, ab, f_applied, cf)
+        qdd = _constrained_accelerations(scene, model, q, qd, s, cf)
         if implicit and scene.nc and scene.options.contact == "compliant":
-            extra = implicit_compliant_forces(scene, model, q, T, cf.contacts, ab, qdd, dt)
-            cf = cf._replace(f_ext=cf.f_ext + body_forces(scene, T, cf.contacts, world_forces(cf.contacts, extra)),
+            T, con = s.kinematics.T, s.kinematics.contacts
+            extra = implicit_compliant_forces(scene, model, q, T, con, s.free, qdd, dt)
+            cf = cf._replace(f_ext=cf.f_ext + body_forces(scene, T, con, world_forces(con, extra)),
                              force=cf.force + extra)
-            qdd = _accelerations(model, q, qd, tau + cf.tau, _plus(cf.f_ext, f_applied))
+            qdd = _accelerations(model, q, qd, s.actuation.tau + cf.tau, _plus(cf.f_ext, s.actuation.f_applied))
         if not closed and scene.nc and scene.options.contact == "compliant":
             qdd = qdd + turning_rates(model, qd)  # the forward dynamics again: its accelerations in moving axes
         qd_next = qd + dt * qdd
     if closed:
         q_next, loops_closed = loop_advance(model, q, qd_next, dt)
-        return Advance(q_next, qd_next, cf, loops_closed)
+        return Advance(q_next, qd_next, cf, loops_closed, s)
     q_next, qd_next = euler_positions(model, q, qd_next, dt)
-    return Advance(q_next, qd_next, cf, jnp.asarray(True))
+    return Advance(q_next, qd_next, cf, jnp.asarray(True), s)
 
 
-def stages_on_the_manifold(tree, q, qd, dt, accelerations):
-    """``(q+, qd+)``: MuJoCo's RK4 step of a tree from ``(q, qd)``, ``accelerations(q_s, qd_s)`` (nv,) at a stage.
-    The velocities ``w`` are MuJoCo's (a free joint's linear velocity in its joint frame's axes, `in_joint_axes`);
-    stage ``i`` is at ``q (+) c_i dt w_(i-1)`` and the step ends at ``q (+) dt (w_1 + 2 w_2 + 2 w_3 + w_4) / 6``,
-    each ``(+)`` a step of `euler_positions` from ``q``: on every joint's manifold, as MuJoCo's ``mj_integratePos``
-    (the classical method in the coordinates of ``q`` moves a quaternion off the unit sphere at its stages)."""
+def stages_on_the_manifold(tree, q, qd, dt, accelerations, first=None):
+    """``(q+, qd+)``: MuJoCo's RK4 step of a tree from ``(q, qd)``, ``accelerations(q_s, qd_s)`` (nv,) at a stage
+    (``first``: those at ``(q, qd)``, where the caller has them). The velocities ``w`` are MuJoCo's (a free joint's
+    linear velocity in its joint frame's axes, `in_joint_axes`); stage ``i`` is at ``q (+) c_i dt w_(i-1)`` and the
+    step ends at ``q (+) dt (w_1 + 2 w_2 + 2 w_3 + w_4) / 6``, each ``(+)`` a step of `euler_positions` from ``q``:
+    on every joint's manifold, as MuJoCo's ``mj_integratePos`` (the classical method in the coordinates of ``q``
+    moves a quaternion off the unit sphere at its stages)."""
     w = in_joint_axes(tree, q, qd)
 
     def at(h, w_s):
         return euler_positions(tree, q, in_joint_axes(tree, q, w_s, inverse=True), h)[0]
 
-    def acc(q_s, w_s):
-        v_s = in_joint_axes(tree, q_s, w_s, inverse=True)
-        return in_joint_axes(tree, q_s, accelerations(q_s, v_s) + turning_rates(tree, v_s))
+    def acc(q_s, v_s, a_s):
+        return in_joint_axes(tree, q_s, a_s + turning_rates(tree, v_s))
 
-    a1 = acc(q, w)
+    def stage(q_s, w_s):
+        v_s = in_joint_axes(tree, q_s, w_s, inverse=True)
+        return acc(q_s, v_s, accelerations(q_s, v_s))
+
+    a1 = stage(q, w) if first is None else acc(q, qd, first)
     w2 = w + 0.5 * dt * a1
-    a2 = acc(at(0.5 * dt, w), w2)
+    a2 = stage(at(0.5 * dt, w), w2)
     w3 = w + 0.5 * dt * a2
-    a3 = acc(at(0.5 * dt, w2), w3)
+    a3 = stage(at(0.5 * dt, w2), w3)
     w4 = w + dt * a3
-    a4 = acc(at(dt, w3), w4)
+    a4 = stage(at(dt, w3), w4)
     q_next = at(dt, (w + 2 * w2 + 2 * w3 + w4) / 6)
     w_next = w + dt / 6 * (a1 + 2 * a2 + 2 * a3 + a4)
     return q_next, in_joint_axes(tree, q_next, w_next, inverse=True)
@@ -302,36 +185,39 @@ def rk4(scene, q, qd, ctrl, dt, warm, applied=Applied()) -> Advance:
     ``q`` at ``G(q) yd``, whose exact flow keeps ``phi(q) = 0``; the end of the step projects onto it. A scene with
     MuJoCo's soft constraints (`jaxmb.sim.impedance`) steps as MuJoCo's RK4: it solves them at every stage, the
     stage's accelerations ``(v - v_s) / dt`` of the velocity problem at the stage (its minimizer is the
-    accelerations' problem's, whatever the ``dt``), and a tree's stages move on the joints' manifolds
-    (`stages_on_the_manifold`)."""
+    accelerations' problem's, whatever the ``dt``), the first stage's those of the step's start, and a tree's
+    stages move on the joints' manifolds (`stages_on_the_manifold`)."""
     model, tree = scene.model, scene.tree
-    cf = _solved(scene, model, q, qd, ctrl, dt, warm, applied).cf
+    closed = is_closed(model)
+    soft = scene.impedance is not None
+    s0 = start(scene, model, q, qd, ctrl, dt, warm, applied, turning=soft and not closed)
+    cf = s0.constraints
     compliant = scene.nc and scene.options.contact == "compliant"
 
-    def rate(q_s, v_s):
-        if scene.impedance is not None:  # the rows solved at the stage, for the velocity in its axes (`euler`)
-            closed = is_closed(model)
-            _, _, ab, _, stage = _solved(scene, model, q_s, v_s, ctrl, dt, warm, applied, turning=not closed)
-            qdd = ab.qdd if stage.velocity is None else (stage.velocity - v_s) / dt
-            if closed:
-                return configuration_rate(tree, q_s, ab.G @ v_s), qdd  # a closed loop's embedding G
-            return configuration_rate(tree, q_s, v_s), qdd - turning_rates(model, v_s)
-        tau, qd_s = _generalized_forces(scene, model, q_s, v_s, ctrl, applied.qfrc)
-        f_ext = cf.f_ext
-        if compliant or applied.xfrc is not None:
-            T = forward_kinematics(tree, q_s)
-        if compliant:
-            con = contacts(scene, T)
-            V = body_velocities(tree, q_s, qd_s)
-            force = compliant_forces(scene, T, V, con)
-            f_ext = body_forces(scene, T, con, jnp.einsum("cji,cj->ci", con.frame, force))
-        f_ext = with_applied(f_ext, tree, T, applied) if applied.xfrc is not None else f_ext
-        return configuration_rate(tree, q_s, qd_s), _accelerations(model, q_s, v_s, tau + cf.tau, f_ext)
+    def solved(s: Start, v_s):
+        """A stage's accelerations from its solved rows (`euler`'s velocity, in the axes of the stage's start)."""
+        qdd = s.free.qdd if s.constraints.velocity is None else (s.constraints.velocity - v_s) / dt
+        return qdd if closed else qdd - turning_rates(model, v_s)
 
-    if scene.impedance is not None and not is_closed(model):
-        q_next, qd_next = stages_on_the_manifold(tree, q, qd, dt, lambda q_s, v_s: rate(q_s, v_s)[1])
-        return Advance(q_next, qd_next, cf, jnp.asarray(True))
-    if is_closed(model):
+    def rate(q_s, v_s, s=None):
+        if soft:  # the rows solved at the stage
+            s = start(scene, model, q_s, v_s, ctrl, dt, warm, applied, turning=not closed) if s is None else s
+            qd_s = s.free.G @ v_s if closed else v_s  # a closed loop's embedding G
+            return configuration_rate(tree, q_s, qd_s), solved(s, v_s)
+        kin = kinematics(scene, q_s) if compliant or applied.xfrc is not None else None
+        act = actuation(scene, model, q_s, v_s, ctrl, applied, None if kin is None else kin.T)
+        f_ext = cf.f_ext
+        if compliant:
+            V = body_velocities(tree, q_s, act.qd)
+            f_ext = compliant_contact_forces(scene, kin.T, kin.contacts, V, q_s.dtype)[0]
+        return configuration_rate(tree, q_s, act.qd), _accelerations(model, q_s, v_s, act.tau + cf.tau,
+                                                                     _plus(f_ext, act.f_applied))
+
+    if soft and not closed:
+        q_next, qd_next = stages_on_the_manifold(tree, q, qd, dt, lambda q_s, v_s: rate(q_s, v_s)[1],
+                                                 first=solved(s0, qd))
+        return Advance(q_next, qd_next, cf, jnp.asarray(True), s0)
+    if closed:
         staged = rate
     else:  # free joints' linear velocities in their joint frames' axes (`in_joint_axes`)
         def staged(q_s, w_s):
@@ -342,15 +228,15 @@ def rk4(scene, q, qd, ctrl, dt, warm, applied=Applied()) -> Advance:
                     q_rate = q_rate.at[blk.q_index[:, :3]].set(w_s[blk.v_index[:, 3:]])
             return q_rate, in_joint_axes(tree, q_s, qdd + turning_rates(tree, v_s))
 
-    w = qd if is_closed(model) else in_joint_axes(tree, q, qd)
-    k1 = staged(q, w)
+    w = qd if closed else in_joint_axes(tree, q, qd)
+    k1 = rate(q, w, s0) if soft else staged(q, w)
     k2 = staged(q + 0.5 * dt * k1[0], w + 0.5 * dt * k1[1])
     k3 = staged(q + 0.5 * dt * k2[0], w + 0.5 * dt * k2[1])
     k4 = staged(q + dt * k3[0], w + dt * k3[1])
     q_next = q + dt / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
     w_next = w + dt / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
     q_next = integrate(tree, q_next, jnp.zeros(tree.nv, qd.dtype), 0.0)  # unit quaternions
-    if is_closed(model):
-        q_next, closed = project(model, q_next)
-        return Advance(q_next, w_next, cf, closed)
-    return Advance(q_next, in_joint_axes(tree, q_next, w_next, inverse=True), cf, jnp.asarray(True))
+    if closed:
+        q_next, loops_closed = project(model, q_next)
+        return Advance(q_next, w_next, cf, loops_closed, s0)
+    return Advance(q_next, in_joint_axes(tree, q_next, w_next, inverse=True), cf, jnp.asarray(True), s0)

@@ -80,6 +80,12 @@ def concat(*rows) -> JointRows:
                      np.concatenate([r.coordinate for r in rows]), jnp.concatenate([r.sign for r in rows]))
 
 
+def split(rows: JointRows, n) -> tuple:
+    """``(first, rest)``: the first ``n`` of ``rows`` and the others."""
+    head = JointRows(*(x[:n] for x in rows[:4]), rows.coordinate[:n], rows.sign[:n])
+    return head, JointRows(*(x[n:] for x in rows[:4]), rows.coordinate[n:], rows.sign[n:])
+
+
 def no_joint_rows(nv, dtype) -> JointRows:
     z = jnp.zeros((0,), dtype)
     return JointRows(jnp.zeros((0, nv), dtype), z, z, z, np.zeros(0, int), z)

@@ -396,14 +396,24 @@ def solution(prob: Problem, p0, iterations: int, tolerance: float = 0.0) -> Solu
 
 @full_precision
 def _solve(prob, p0, iterations, tolerance):
+    it = _iterations(prob, p0, iterations, tolerance)
+    p = impulses(prob, prob.J @ it.v - prob.v_star)[0]
+    return Solution(p, it.v, _warm(prob, p, it.v))
+
+
+def _iterations(prob, p0, iterations, tolerance) -> _Iterate:
     tol = stopping_tolerance(tolerance, prob.v_free.dtype)
     v = prob.v_free
     first = jax.tree.map(lambda a, b: jnp.where(jnp.any(p0 != 0), a, b), zones(prob, p0),
                          zones(prob, -prob.D * (prob.J @ v - prob.v_star)))
-    it = jax.lax.while_loop(lambda it: it.going & (it.k < iterations), lambda it: _newton_step(prob, it, tol, first),
-                            _Iterate(jnp.zeros((), jnp.int32), v, jnp.zeros_like(v), jnp.asarray(True)))
-    p = impulses(prob, prob.J @ it.v - prob.v_star)[0]
-    return Solution(p, it.v, _warm(prob, p, it.v))
+    return jax.lax.while_loop(lambda it: it.going & (it.k < iterations), lambda it: _newton_step(prob, it, tol, first),
+                              _Iterate(jnp.zeros((), jnp.int32), v, jnp.zeros_like(v), jnp.asarray(True)))
+
+
+@full_precision
+def steps_taken(prob: Problem, p0, iterations: int, tolerance: float = 0.0):
+    """The number of Newton steps () that `solution` takes from ``p0`` (not differentiated)."""
+    return _iterations(prob, p0, iterations, tolerance).k
 
 
 def velocity(prob: Problem, p):

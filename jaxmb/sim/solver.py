@@ -204,8 +204,8 @@ def stopping_tolerance(tolerance: float, dtype) -> float:
 
 
 def _iterate(f, x0, iterations, tol):
-    """``x <- f(x)`` from ``x0`` until a step changes no entry by more than ``tol`` times the largest entry, at most
-    ``iterations`` steps."""
+    """``(k, x)``: ``x <- f(x)`` from ``x0`` until a step changes no entry by more than ``tol`` times the largest
+    entry, at most ``iterations`` steps, ``k`` of them."""
 
     def going(carry):
         k, _, change = carry
@@ -217,7 +217,7 @@ def _iterate(f, x0, iterations, tol):
         change = jnp.max(jnp.abs(x_next - x), initial=0.0) - tol * jnp.max(jnp.abs(x_next), initial=0.0)
         return k + 1, x_next, change
 
-    return jax.lax.while_loop(going, one, (0, x0, jnp.asarray(jnp.inf, x0.dtype)))[1]
+    return jax.lax.while_loop(going, one, (0, x0, jnp.asarray(jnp.inf, x0.dtype)))[:2]
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
@@ -227,6 +227,11 @@ def solve(prob: Problem, p0, iterations: int, tolerance: float = 0.0):
     contact stops after a few. Under ``vmap`` each world keeps its own result and the batch runs until its
     slowest world stops. Its derivative is the implicit function theorem's at the returned point, in forward and
     reverse mode; none flows through ``p0``."""
+    return sweeps(prob, p0, iterations, tolerance)[1]
+
+
+def sweeps(prob: Problem, p0, iterations: int, tolerance: float = 0.0):
+    """``(k, p)``: the ``k`` sweeps that `solve` takes from ``p0`` and their impulses (not differentiated)."""
     return _iterate(lambda p: sweep(prob, p), p0, iterations, stopping_tolerance(tolerance, prob.b.dtype))
 
 
@@ -246,11 +251,11 @@ def _solve_jvp(iterations, tolerance, primals, tangents):
     _, along_p = jax.linearize(lambda x: sweep(prob, x), p)
 
     def tangent(_, rhs):
-        return _iterate(lambda dp: rhs + along_p(dp), rhs, iterations, tol)
+        return _iterate(lambda dp: rhs + along_p(dp), rhs, iterations, tol)[1]
 
     def adjoint(_, rhs):
         along_p_t = jax.linear_transpose(along_p, p)
-        return _iterate(lambda u: rhs + along_p_t(u)[0], rhs, iterations, tol)
+        return _iterate(lambda u: rhs + along_p_t(u)[0], rhs, iterations, tol)[1]
 
     return p, jax.lax.custom_linear_solve(lambda x: x - along_p(x), forced, tangent, adjoint)
 

@@ -9,6 +9,9 @@ One world's trouble stays in that world: a step whose result is not finite, whos
 whose loops do not close keeps the world's previous state and records why in its ``diverged`` code
 (`NONFINITE_STATE`, `NONFINITE_CONTROL`, `LOOPS_OPEN`; `failures` names them), and a diverged world stays frozen;
 the other worlds of a batch go on.
+
+``inspect_step`` returns a step's record for debugging (`StepRecord`: its kinematics and contacts, applied and free
+accelerations, the solver's rows, impulses, iterations and residual) beside the next state; no state carries it.
 """
 
 from typing import NamedTuple
@@ -23,6 +26,7 @@ from jaxmb.sim.actuators import next_activation, with_activation
 from jaxmb.sim.closed_loops import is_closed, project
 from jaxmb.sim.contact_frames import contacts, world_forces
 from jaxmb.sim.inputs import Applied, applied_inputs
+from jaxmb.sim import newton, solver
 from jaxmb.sim.integrators import euler, rk4
 
 NONFINITE_STATE = 1
@@ -148,6 +152,11 @@ def _check_dt(dt):
 
 @eager_jit
 def _step(scene, state: State, ctrl, dt, qfrc=None, xfrc=None) -> State:
+    return _advanced(scene, state, ctrl, dt, qfrc, xfrc)[0]
+
+
+def _advanced(scene, state: State, ctrl, dt, qfrc, xfrc):
+    """``(next state, Advance)``: `step`, and what its integrator returned."""
     ctrl = _check_ctrl(scene, ctrl, state.qd.dtype)
     applied = applied_inputs(scene.tree, qfrc, xfrc, state.qd.dtype)
     ctrl_finite = jnp.all(jnp.isfinite(ctrl))
@@ -166,7 +175,57 @@ def _step(scene, state: State, ctrl, dt, qfrc=None, xfrc=None) -> State:
            | jnp.where(out.closed, 0, LOOPS_OPEN))
     diverged = jnp.where(state.diverged != 0, state.diverged, why).astype(jnp.int32)
     new = jax.tree.map(lambda old, x: jnp.where(diverged != 0, old, x), state, new)
-    return new._replace(diverged=diverged)
+    return new._replace(diverged=diverged), out
+
+
+class StepRecord(NamedTuple):
+    """What one step computed (`inspect_step`), for a user who debugs a scene:
+
+    ``state``        the next `State` (as `step` returns it)
+    ``kinematics``   `jaxmb.sim.stages.Kinematics` at the step's start: joint and body poses, the contact slots
+    ``actuation``    `jaxmb.sim.stages.Actuation`: the applied joint forces ``tau`` (nv,) and body wrenches
+    ``qdd_free``     (nv,) the accelerations without constraint forces (a free joint's in the axes of the start)
+    ``problem``      the solver's `jaxmb.sim.solver.Problem` or `jaxmb.sim.newton.Problem`: its rows (the
+                     Jacobian ``J``, reference velocities, bounds, friction); None where the step had no rows
+    ``impulses``     the solver's impulses on those rows (None without rows)
+    ``tau_constraint``  (nv,) the generalized constraint force ``J* p / dt``
+    ``contact_force``   (nc, 3) contact forces in the contact frames
+    ``iterations``   () the solver's sweeps or Newton steps (0 without rows)
+    ``residual``     () the largest violation of the solver's optimality conditions at its impulses (zero at the
+                     solution): the Gauss-Seidel solver's `jaxmb.sim.solver.residuals`, the Newton solver's
+                     distance of the impulses from those their velocity asks for (`jaxmb.sim.newton.fixed_point`)
+    """
+
+    state: State
+    kinematics: object
+    actuation: object
+    qdd_free: jnp.ndarray
+    problem: object
+    impulses: jnp.ndarray | None
+    tau_constraint: jnp.ndarray
+    contact_force: jnp.ndarray
+    iterations: jnp.ndarray
+    residual: jnp.ndarray
+
+
+@eager_jit
+def inspect_step(scene, state: State, ctrl, dt, qfrc=None, xfrc=None) -> StepRecord:
+    """`step` from ``state`` and its `StepRecord`. The record is of the step's start (an RK4 step's first stage)."""
+    new, out = _advanced(scene, state, ctrl, dt, qfrc, xfrc)
+    cf, s = out.constraints, out.start
+    dtype = state.qd.dtype
+    iterations, residual = jnp.zeros((), jnp.int32), jnp.zeros((), dtype)
+    options = scene.options
+    if cf.problem is not None:
+        if options.solver == "newton":
+            iterations = newton.steps_taken(cf.problem, cf.warm, options.iterations, options.tolerance)
+            residual = jnp.max(jnp.abs(cf.solution - newton.fixed_point(cf.problem, cf.solution)), initial=0.0)
+        else:
+            iterations = solver.sweeps(cf.problem, cf.warm, options.iterations, options.tolerance)[0]
+            residual = jnp.max(jnp.stack([jnp.max(jnp.abs(r), initial=0.0)
+                                          for r in solver.residuals(cf.problem, cf.solution).values()]))
+    return StepRecord(new, s.kinematics, s.actuation, s.free.qdd, cf.problem, cf.solution, cf.tau, cf.force,
+                      jnp.asarray(iterations, jnp.int32), residual)
 
 
 def contact_forces(state: State):
