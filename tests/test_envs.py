@@ -275,11 +275,14 @@ def test_the_gymnax_signature_steps_resets_and_takes_its_parameters():
         GymnaxEnv(envs.wrap(task("cartpole_swingup"), episode_length=5, auto_reset=False))
 
 
-def test_brax_ppo_trains_on_the_adapter_with_jaxmb_resets():
+def test_brax_ppo_trains_on_the_adapter_and_its_policy_reloads(tmp_path):
+    """brax's own ``ppo.train`` on `BraxEnv` with jaxmb's `wrap_env_fn` (a randomized scene) finishes, with
+    episodes of the asked length; the policy `jaxmb.envs.train.save` writes acts as brax's after `load_policy`."""
     pytest.importorskip("brax")
     from brax.training.agents.ppo import train as ppo
 
     from jaxmb.envs import brax as adapter
+    from jaxmb.envs import train
 
     assert hasattr(jax, "device_put_replicated")  # the shim the adapter installs for brax 0.14.2
     env = adapter.BraxEnv(envs.wrap(task("cartpole_balance"), randomize=envs.uniform(scale=MASS),
@@ -288,11 +291,16 @@ def test_brax_ppo_trains_on_the_adapter_with_jaxmb_resets():
     assert first.pipeline_state.q.shape == (2,) and env.observation_size == 5 and env.backend == "jaxmb"
     make_policy, params, metrics = ppo.train(
         env, num_timesteps=80, episode_length=10, num_envs=4, batch_size=4, num_minibatches=1, unroll_length=5,
-        num_updates_per_batch=1, num_evals=2, num_eval_envs=4, wrap_env_fn=adapter.wrap_env_fn, seed=0)
+        num_updates_per_batch=1, num_evals=2, num_eval_envs=4, wrap_env_fn=adapter.wrap_env_fn, seed=0,
+        network_factory=train._network_factory(train.NETWORK))
     assert metrics["eval/avg_episode_length"] == 10.0
     assert 0 < metrics["eval/episode_reward"] <= 10.0
     assert params[1]["params"]["hidden_0"]["kernel"].shape[0] == 5
     action, _ = make_policy(params, deterministic=True)(first.obs, KEY)
     assert action.shape == (1,) and np.all(np.isfinite(action))
+    train.save(tmp_path, "cartpole_balance", params, [0, 80], [1.0, 2.0], dict(normalize_observations=False))
+    policy = train.load_policy(tmp_path)
+    assert policy.task == "cartpole_balance" and (tmp_path / "rewards.png").exists()
+    np.testing.assert_array_equal(policy(first.obs), action)
     with pytest.raises(ValueError, match="randomize the jaxmb environment"):
         adapter.wrap_env_fn(env, episode_length=10, randomization_fn=lambda sys, rng: (sys, sys))

@@ -3,8 +3,8 @@ adapters to brax's trainers and to gymnax's signature (docs/envs.md).
 
 Modules: `core` (`State`, `Env`), `wrappers` (`Vmap`, `EpisodeLength`, `AutoReset`, `Randomize`, `Push`,
 `ActionLatency`, `ObservationNoise`, `wrap`), `randomization` (randomizations over named scene leaves), `rewards`
-(the tasks' reward terms), the tasks `pendulum`, `cartpole`, `acrobot`, and the adapters `brax` and `gymnax` (each
-imported by name: ``from jaxmb.envs import brax``).
+(the tasks' reward terms), the tasks `pendulum`, `cartpole`, `acrobot`, the adapters `brax` and `gymnax`, and
+`train` (brax's PPO on a task); the last three are imported by name (``from jaxmb.envs import brax``).
 """
 
 from jaxmb.envs.acrobot import AcrobotSwingup
