@@ -241,6 +241,8 @@ def test_a_push_on_the_cart_is_the_motor_giving_its_force():
     same = base.step(state._replace(info={k: v for k, v in state.info.items() if k != "xfrc"}),
                      force[:1] / 10.0)  # the motor's force is 10 N per unit action
     assert_close(after.sim.qd, same.sim.qd, 1e-13)
+    with pytest.raises(ValueError, match="no body 'wheel'.*'cart', 'pole'"):
+        envs.Push(base, body="wheel", force=(1.0, 2.0), probability=0.1)
 
 
 def test_observation_noise_spares_the_privileged_observation():

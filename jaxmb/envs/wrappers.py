@@ -93,12 +93,18 @@ class Randomize(Wrapper):
 
 class Push(Wrapper):
     """Pushes: before each step, with probability ``probability``, a force of magnitude uniform in ``force``
-    (lower, upper) (N) in a uniformly random horizontal direction (perpendicular to gravity's z) at the centre of
-    mass of ``body`` (a body name), held for that step; ``info["xfrc"]`` (nb, 6) is the wrench of the last step."""
+    (lower, upper) (N) in a uniformly random direction of the world's horizontal (x, y) plane at the centre of mass
+    of ``body`` (a body name), held for that step; ``info["xfrc"]`` (nb, 6) is the wrench of the last step."""
 
     def __init__(self, env: Env, body, force, probability):
         super().__init__(env)
-        self.body = self.scene.tree.body_names.index(body)
+        names = self.scene.tree.body_names
+        if body not in names:
+            raise ValueError(f"Push: no body {body!r} in model {self.scene.tree.name!r}; its bodies are {names}")
+        if len(force) != 2 or not 0 <= force[0] <= force[1] or not 0 <= probability <= 1:
+            raise ValueError(f"Push: force must be (lower, upper) with 0 <= lower <= upper and probability in "
+                             f"[0, 1], got {force!r} and {probability!r}")
+        self.body = names.index(body)
         self.force = tuple(float(f) for f in force)
         self.probability = float(probability)
 
