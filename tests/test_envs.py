@@ -7,13 +7,16 @@ same world in a batch; brax's own ``ppo.train`` on the adapter.
 """
 
 import functools
+import subprocess
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from checks import assert_close, check_grads, fast_jit
+from checks import assert_close, check_grads, fast_compile_environment, fast_jit
 
 from jaxmb import envs, sim
 from jaxmb.envs import cartpole as cartpole_task
@@ -123,18 +126,18 @@ def test_a_batch_steps_each_world_as_it_steps_alone():
 
 
 def test_a_step_is_differentiable_as_central_differences_say():
-    """d(reward, obs)/d(action) and d obs/d(pole mass) through a step of two semi-implicit Euler substeps."""
-    env = task("cartpole_swingup")
+    """d(obs, reward)/d(action, pole mass) through a pendulum step of two semi-implicit Euler substeps."""
+    env = task("pendulum_swingup")
     state = env.reset(KEY)
 
     def f(action, mass):
-        scene = env.scene.replace(model=env.scene.model.replace(mass=env.scene.model.mass.at[1].set(mass)))
+        scene = env.scene.replace(model=env.scene.model.replace(mass=env.scene.model.mass.at[0].set(mass)))
         s = env.step_scene(scene, state, action)
         return jnp.concatenate([s.obs, s.reward[None]])
 
-    check_grads(f, (jnp.array([0.4]), jnp.asarray(0.1)), atol=1e-7, rtol=1e-7, eps=1e-6)
-    g = jax.grad(lambda a: env.step(state, a).obs[3])(jnp.array([0.4]))
-    assert float(g[0]) > 0  # pushing the cart harder speeds it up
+    check_grads(f, (jnp.array([0.4]), jnp.asarray(1.0)), atol=1e-7, rtol=1e-7, eps=1e-6)
+    g = jax.grad(lambda a: env.step(state, a).obs[2])(jnp.array([0.4]))
+    assert float(g[0]) > 0  # more torque, more speed
 
 
 MASS = {"model.mass": (0.5, 2.0)}
@@ -306,3 +309,14 @@ def test_brax_ppo_trains_on_the_adapter_and_its_policy_reloads(tmp_path):
     np.testing.assert_array_equal(policy(first.obs), action)
     with pytest.raises(ValueError, match="randomize the jaxmb environment"):
         adapter.wrap_env_fn(env, episode_length=10, randomization_fn=lambda sys, rng: (sys, sys))
+
+
+def test_the_benchmark_script_runs_on_a_tiny_configuration():
+    """benchmarks/envs.py (not part of benchmarks/run.py's suite) end to end, batches 1 and 4, so it cannot rot."""
+    root = Path(__file__).resolve().parent.parent
+    env = fast_compile_environment()
+    env["PYTHONPATH"] = str(root)
+    out = subprocess.run([sys.executable, str(root / "benchmarks" / "envs.py"), "--tiny"], capture_output=True,
+                         text=True, timeout=600, env=env, cwd=root / "benchmarks")
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "cartpole_balance batch     4:" in out.stdout and "compile at batch 4: reset" in out.stdout
