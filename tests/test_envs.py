@@ -297,7 +297,7 @@ def test_brax_ppo_trains_on_the_adapter_and_its_policy_reloads(tmp_path):
     make_policy, params, metrics = ppo.train(
         env, num_timesteps=80, episode_length=10, num_envs=4, batch_size=4, num_minibatches=1, unroll_length=5,
         num_updates_per_batch=1, num_evals=2, num_eval_envs=4, wrap_env_fn=adapter.wrap_env_fn, seed=0,
-        network_factory=train._network_factory(train.NETWORK))
+        network_factory=train._network_factory(train.NETWORK), bootstrap_on_timeout=True)
     assert metrics["eval/avg_episode_length"] == 10.0
     assert 0 < metrics["eval/episode_reward"] <= 10.0
     assert params[1]["params"]["hidden_0"]["kernel"].shape[0] == 5

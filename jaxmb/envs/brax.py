@@ -74,16 +74,17 @@ class BraxEnv(brax_base.Env):
 
 class EpisodeMetrics(Wrapper):
     """The ``info`` entries brax's trainers read (as brax's ``EpisodeWrapper`` writes them): ``truncation`` (the
-    world's ``truncated``), ``episode_done`` (its ``done``), ``episode_metrics`` (``sum_reward``, ``length`` and
-    each metric summed over the current episode, restarted after a ``done``) and ``steps`` (the episode's
-    ``length``: at a ``done``, the length of the episode that ended). Goes outside `AutoReset`."""
+    world's ``truncated``; also as ``time_out``, which PPO's ``bootstrap_on_timeout`` reads), ``episode_done`` (its
+    ``done``), ``episode_metrics`` (``sum_reward``, ``length`` and each metric summed over the current episode,
+    restarted after a ``done``) and ``steps`` (the episode's ``length``: at a ``done``, the length of the episode
+    that ended). Goes outside `AutoReset`."""
 
     def reset_scene(self, scene, rng) -> State:
         state = self.env.reset_scene(scene, rng)
         zero = jnp.zeros_like(state.reward)
         sums = {"sum_reward": zero, "length": zero, **{k: zero for k in state.metrics}}
-        info = {**state.info, "truncation": state.info["truncated"], "episode_done": zero, "episode_metrics": sums,
-                "steps": zero}
+        info = {**state.info, "truncation": state.info["truncated"], "time_out": state.info["truncated"],
+                "episode_done": zero, "episode_metrics": sums, "steps": zero}
         return state._replace(info=info)
 
     def step_scene(self, scene, state: State, action) -> State:
@@ -92,8 +93,8 @@ class EpisodeMetrics(Wrapper):
         old = state.info["episode_metrics"]
         sums = {"sum_reward": old["sum_reward"] * keep + state.reward, "length": old["length"] * keep + 1.0,
                 **{k: old[k] * keep + v for k, v in state.metrics.items()}}
-        info = {**state.info, "truncation": state.info["truncated"], "episode_done": state.done,
-                "episode_metrics": sums, "steps": sums["length"]}
+        info = {**state.info, "truncation": state.info["truncated"], "time_out": state.info["truncated"],
+                "episode_done": state.done, "episode_metrics": sums, "steps": sums["length"]}
         return state._replace(info=info)
 
 

@@ -128,8 +128,8 @@ class Env:
         start = self.initial_state(scene, key)
         obs, _ = finite_or_zero(self.observation(scene, start))
         zero = jnp.zeros((), start.qd.dtype)
-        _, metrics = self.reward(scene, start, jnp.zeros(self.action_size, start.qd.dtype))
-        metrics = {**jax.tree.map(jnp.zeros_like, metrics), "diverged": zero}
+        _, shapes = jax.eval_shape(self.reward, scene, start, jnp.zeros(self.action_size, start.qd.dtype))
+        metrics = {**jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes), "diverged": zero}
         info = {"rng": rng, "terminated": zero, "truncated": zero}
         return State(start, obs, zero, zero, metrics, info)
 
