@@ -309,6 +309,13 @@ def test_brax_ppo_trains_on_the_adapter_and_its_policy_reloads(tmp_path):
     np.testing.assert_array_equal(policy(first.obs), action)
     with pytest.raises(ValueError, match="randomize the jaxmb environment"):
         adapter.wrap_env_fn(env, episode_length=10, randomization_fn=lambda sys, rng: (sys, sys))
+    wrapped = adapter.wrap_env_fn(env, episode_length=2)  # the batch brax trains on: a reset redraws the masses
+    state = fast_jit(wrapped.reset)(jax.random.split(KEY, 2))
+    step = fast_jit(wrapped.step)
+    first = state.info["scene"].model.mass
+    state = step(step(state, jnp.zeros((2, 1))), jnp.zeros((2, 1)))
+    assert np.all(state.done == 1) and np.all(state.info["truncation"] == 1) and np.all(state.info["steps"] == 2)
+    assert np.all(state.info["scene"].model.mass != first) and np.all(state.info["episode_steps"] == 0)
 
 
 def test_the_benchmark_script_runs_on_a_tiny_configuration():
