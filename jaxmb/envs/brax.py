@@ -18,7 +18,12 @@ brax release no longer calls it.
 import jax
 import jax.numpy as jnp
 import numpy as np
-from brax.envs import base as brax_base
+
+try:
+    from brax.envs import base as brax_base
+except ModuleNotFoundError as e:
+    raise ImportError("jaxmb.envs.brax needs brax: `pip install 'jaxmb[rl]'`, or the package itself, "
+                      "`pip install brax==0.14.2`") from e
 
 from jaxmb.envs.core import State
 from jaxmb.envs.wrappers import AutoReset, EpisodeLength, Vmap, Wrapper
