@@ -120,15 +120,26 @@ def euler(scene, q, qd, ctrl, dt, warm, implicit=False, position_gains=True, app
     stiffness in it where ``position_gains`` (``implicit``) or not (``implicitfast``), under the controls ``ctrl``
     and the `jaxmb.sim.inputs.Applied` inputs (module docstring). A tree's free joints step as
     `euler_positions` says: the accelerations carry their `turning_rates`, so that the step's velocity and its
-    constraint rows are in the axes the step starts from."""
-    model = scene.model
+    constraint rows are in the axes the step starts from.
+
+    jaxmb's rows are solved on the implicit step's matrix ``M + dt D``, so that the constraint forces are implicit
+    with the damping. A scene with MuJoCo's soft constraints solves them as MuJoCo does, on ``M`` at the explicit
+    accelerations, and takes their force into the implicit step: ``(M + dt D) qdd = f + J* p / dt`` (MuJoCo's
+    ``mj_Euler`` with its joint damping, ``mj_implicit``)."""
+    model = damped = scene.model
     if implicit:
         D = implicit_damping(scene.actuators, scene.joints, dt, position_gains)
-        model = with_armature(model, dt * D)
+        damped = with_armature(model, dt * D)
     closed = is_closed(model)
+    on_M = implicit and scene.impedance is not None
+    if not on_M:
+        model = damped
     s = start(scene, model, q, qd, ctrl, dt, warm, applied, turning=not closed)
     cf = s.constraints
-    if cf.velocity is not None:
+    if on_M:
+        qdd = _accelerations(damped, q, qd, s.actuation.tau + cf.tau, s.actuation.f_applied)
+        qd_next = qd + dt * (qdd if closed else qdd + turning_rates(model, qd))
+    elif cf.velocity is not None:
         qd_next = cf.velocity
     else:
         qdd = _constrained_accelerations(scene, model, q, qd, s, cf)

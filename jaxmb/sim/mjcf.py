@@ -23,8 +23,9 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   of hinge and slide joints, ``jnt_stiffness`` about ``qpos_spring`` (`jaxmb.sim.actuators.JointTerms`), unless the
   model disables springs; joint limits (in the model) enforced unless the model disables them; the integrator
   (``Euler`` -> ``"euler"``, or ``"implicitfast"`` where joints have damping, which MuJoCo's Euler takes
-  implicitly unless the model disables ``eulerdamp``; ``RK4`` -> ``"rk4"``; ``implicit`` and ``implicitfast`` ->
-  ``"implicitfast"``, which leaves out ``implicit``'s Coriolis derivatives), the solver's ``iterations`` and
+  implicitly unless the model disables ``eulerdamp``; ``RK4`` -> ``"rk4"``; ``implicitfast`` -> ``"implicitfast"``;
+  ``implicit``, whose derivatives of the Coriolis forces the scene does not take, is refused: category
+  ``"integrator"``, and dropped, the scene steps with ``"implicitfast"``), the solver's ``iterations`` and
   ``tolerance``, and its problem: MuJoCo's PGS, CG and Newton solvers solve one convex problem, jaxmb's
   ``solver="newton"`` with the file's friction ``cone`` and MuJoCo's soft constraints with the file's numbers
   (`jaxmb.sim.mjcf_impedance`; a closed-loop scene steps with ``solver="pgs"``); the time step ``dt``.
@@ -75,8 +76,9 @@ GEOM_TYPES = {0: "plane", 1: "hfield", 2: "sphere", 3: "capsule", 4: "ellipsoid"
               7: "mesh", 8: "sdf"}
 """MuJoCo's ``mjtGeom`` values and their names."""
 
-INTEGRATORS = {0: "euler", 1: "rk4", 2: "implicitfast", 3: "implicitfast"}
-"""The jaxmb integrator of each MuJoCo ``mjtIntegrator`` (Euler, RK4, implicit, implicitfast)."""
+INTEGRATORS = {0: "euler", 1: "rk4", 3: "implicitfast"}
+"""The jaxmb integrator of each MuJoCo ``mjtIntegrator`` the scene steps as MuJoCo does (Euler, RK4, implicitfast;
+not ``implicit``)."""
 
 _THINNEST = 1e-6  # half size given to a flat mesh's bounding box along its flat direction
 
