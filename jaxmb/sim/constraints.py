@@ -40,8 +40,9 @@ class ConstraintForces(NamedTuple):
     without contact), ``contacts`` the contact slots (None without geometry), ``problem`` the solver's
     `jaxmb.sim.solver.Problem` or `jaxmb.sim.newton.Problem` (None without solver rows), ``solution`` its
     impulses, to check them by, ``velocity`` (nv,) the velocity after the step where the solver found it with
-    the impulses (the Newton solver without compliant contact), else None, and ``warm`` the impulses the solver
-    started from (the step's record counts its iterations from there: `jaxmb.sim.stepping.inspect_step`)."""
+    the impulses (the Newton solver without compliant contact), else None, ``warm`` the impulses the solver
+    started from (the step's record counts its iterations from there: `jaxmb.sim.stepping.inspect_step`), and
+    ``rows`` the step's `jaxmb.sim.rows.Rows` (None without rows)."""
 
     tau: jnp.ndarray
     f_ext: jnp.ndarray
@@ -52,6 +53,7 @@ class ConstraintForces(NamedTuple):
     solution: jnp.ndarray | None = None
     velocity: jnp.ndarray | None = None
     warm: jnp.ndarray | None = None
+    rows: Rows | None = None
 
 
 def constraint_forces(scene, model, q, qd, dt, warm, kin, ab) -> ConstraintForces:
@@ -70,7 +72,7 @@ def constraint_forces(scene, model, q, qd, dt, warm, kin, ab) -> ConstraintForce
         return ConstraintForces(jnp.zeros(qd.shape[0], dtype), f_ext, warm, force, con)
     solve_rows = newton_forces if scene.options.solver == "newton" else gauss_seidel_forces
     cf = solve_rows(scene, model, q, qd, dt, warm, kin, ab, rows)
-    return cf._replace(f_ext=f_ext, force=force if rows.contacts is None else cf.force)
+    return cf._replace(f_ext=f_ext, force=force if rows.contacts is None else cf.force, contacts=con, rows=rows)
 
 
 def gauss_seidel_forces(scene, model, q, qd, dt, warm, kin, ab, rows: Rows) -> ConstraintForces:

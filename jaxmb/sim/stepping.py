@@ -185,9 +185,11 @@ class StepRecord(NamedTuple):
     ``kinematics``   `jaxmb.sim.stages.Kinematics` at the step's start: joint and body poses, the contact slots
     ``actuation``    `jaxmb.sim.stages.Actuation`: the applied joint forces ``tau`` (nv,) and body wrenches
     ``qdd_free``     (nv,) the accelerations without constraint forces (a free joint's in the axes of the start)
-    ``problem``      the solver's `jaxmb.sim.solver.Problem` or `jaxmb.sim.newton.Problem`: its rows (the
-                     Jacobian ``J``, reference velocities, bounds, friction); None where the step had no rows
-    ``impulses``     the solver's impulses on those rows (None without rows)
+    ``rows``         the step's `jaxmb.sim.rows.Rows`: every row's Jacobian on the (spanning) tree's velocities,
+                     reference velocity, bounds, friction and MuJoCo's weights; None where the step had none
+    ``problem``      the solver's `jaxmb.sim.solver.Problem` or `jaxmb.sim.newton.Problem` built on them
+    ``impulses``     the solver's impulses, in its rows (those of ``rows``, but for ``limit_rows=k`` the contacts,
+                     the friction rows and the chosen limits)
     ``tau_constraint``  (nv,) the generalized constraint force ``J* p / dt``
     ``contact_force``   (nc, 3) contact forces in the contact frames
     ``iterations``   () the solver's sweeps or Newton steps (0 without rows)
@@ -200,6 +202,7 @@ class StepRecord(NamedTuple):
     kinematics: object
     actuation: object
     qdd_free: jnp.ndarray
+    rows: object
     problem: object
     impulses: jnp.ndarray | None
     tau_constraint: jnp.ndarray
@@ -224,7 +227,7 @@ def inspect_step(scene, state: State, ctrl, dt, qfrc=None, xfrc=None) -> StepRec
             iterations = solver.sweeps(cf.problem, cf.warm, options.iterations, options.tolerance)[0]
             residual = jnp.max(jnp.stack([jnp.max(jnp.abs(r), initial=0.0)
                                           for r in solver.residuals(cf.problem, cf.solution).values()]))
-    return StepRecord(new, s.kinematics, s.actuation, s.free.qdd, cf.problem, cf.solution, cf.tau, cf.force,
+    return StepRecord(new, s.kinematics, s.actuation, s.free.qdd, cf.rows, cf.problem, cf.solution, cf.tau, cf.force,
                       jnp.asarray(iterations, jnp.int32), residual)
 
 
