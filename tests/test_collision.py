@@ -173,6 +173,34 @@ def test_box_box_against_brute_force_and_mujoco():
     assert penetrating > N // 4 and same > penetrating // 3, (penetrating, same)
 
 
+def test_capsule_contacts_are_mujocos():
+    """Crossing capsules: MuJoCo's one contact (its clipped nearest axis points), the same distance and point to
+    1e-12 wherever MuJoCo reports it within the margin, and the second slot empty; parallel capsules get MuJoCo's
+    two."""
+    rng = np.random.default_rng(5)
+    poses = _poses("capsule", "capsule", rng, 200)
+    ref, ours = _mujoco("capsule", "capsule", *poses), _ours("capsule", "capsule", *poses)
+    found = 0
+    for k, (d_ref, p_ref, n_ref) in enumerate(ref):
+        assert ours.dist[k, 1] == col.FAR
+        if len(d_ref):
+            found += 1
+            assert len(d_ref) == 1
+            np.testing.assert_allclose(ours.dist[k, 0], d_ref[0], atol=1e-12)
+            np.testing.assert_allclose(ours.pos[k, 0], p_ref[0], atol=1e-12)
+            np.testing.assert_allclose(ours.frame[k, 0, 0], n_ref[0], atol=1e-12)
+        else:
+            assert ours.dist[k, 0] > MARGIN
+    assert found > 50, found
+    side = np.asarray([[0.0, 0.0, 0.0], [0.35, 0.0, 0.3]])  # parallel, side by side, 5 cm into each other
+    q = np.tile([1.0, 0, 0, 0], (1, 1))
+    d_ref, p_ref, _ = _mujoco("capsule", "capsule", side[:1], q, side[1:], q)[0]
+    mine = _ours("capsule", "capsule", side[:1], q, side[1:], q)
+    assert len(d_ref) == 2
+    np.testing.assert_allclose(np.sort(mine.dist[0]), np.sort(d_ref), atol=1e-12)
+    np.testing.assert_allclose(sorted(mine.pos[0, :, 2]), sorted(p_ref[:, 2]), atol=1e-12)
+
+
 def test_contact_frames_are_rotations():
     rng = np.random.default_rng(0)
     n = rng.normal(size=(500, 3))

@@ -9,7 +9,7 @@
   ranges, follow ``mj_step`` (Euler, the file's defaults, MuJoCo's solver tolerance at round-off) over hundreds of
   steps to 1e-8, on both cones: the rest pose is MuJoCo's.
 * A hopper with damped joints, springs, a margin and limits engaged from the start follows ``mj_step`` through its
-  landing to 1e-12 over 400 steps (Euler), and MuJoCo's RK4 to 1e-9 over 200.
+  landing to 1e-12 over 400 steps (Euler), and MuJoCo's RK4 to 1e-9.
 * RK4: the arm's limits follow MuJoCo's RK4 to 1e-10; a step in contact equals MuJoCo's tableau on MuJoCo's own
   stage accelerations to 1e-12.
 * The impedance ``d(r)`` against MuJoCo's ``efc_KBIP`` (its third column) over a sweep of penetrations, and
@@ -214,8 +214,9 @@ def test_hopper_with_damping_springs_margins_and_limits_follows_mj_step(cone):
 
 
 def test_hopper_follows_mujocos_rk4():
-    """Under RK4 the hopper follows MuJoCo's RK4 to 1e-9 over the first 200 steps (its landing included)."""
-    errors = hopper_error("RK4", "pyramidal", 200)
+    """Under RK4 the hopper follows MuJoCo's RK4 to 1e-9 over 400 steps: its landing, and its fall onto its own
+    torso (a capsule-capsule contact, one point as MuJoCo's narrow phase takes it)."""
+    errors = hopper_error("RK4", "pyramidal", 400)
     assert errors.max() < 1e-9, errors.max()
 
 

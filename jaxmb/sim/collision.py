@@ -50,6 +50,7 @@ CONTACTS = {
 """Contacts that each pair of kinds yields (fixed, some slots may be empty)."""
 
 _PARALLEL = 1e-6  # sin^2 of the angle under which two capsule axes count as parallel
+_MUJOCO_MINVAL = 1e-15  # MuJoCo's mjMINVAL: its capsule-capsule test counts a smaller determinant as parallel
 _EDGE = 1e-6  # |ua x ub| under which two box edges are parallel (no separating axis)
 _GOLDEN_STEPS = 64  # golden-section steps of capsule-box: the bracket shrinks to 0.618^64 ~ 4e-14 of the axis
 
@@ -205,28 +206,39 @@ def _segments(pa, ua, ha, pb, ub, hb):
 
 
 def capsule_capsule(pose_a, size_a, pose_b, size_b) -> Contacts:
-    """Two capsules: two contacts, each the balls of an axis point of a and its nearest axis point of b.
+    """Two capsules as MuJoCo's narrow phase takes them: the balls of two axis points, one contact unless the axes
+    are parallel.
 
-    Candidates: the nearest points of the two axes (Ericson 2004, 5.1.9) where both lie inside their segments and
-    the axes are not parallel, and each of the four ends of one axis with its nearest point on the other. The two
-    nearest are kept: crossing capsules get their nearest points and the nearest end; parallel capsules get the two
-    ends of their overlap, and rest on two points. A capsule is a union of balls, so every candidate is a true
-    contact of the two capsules. -> (2,)."""
+    With the axes ``a = ha ua``, ``b = hb ub`` and the points ``pa + x1 a``, ``pb + x2 b`` (``|x1|, |x2| <= 1``),
+    the axes' nearest points are clipped to the segments one parameter after the other (``x1`` clipped and ``x2``
+    taken nearest to its point, then ``x2`` clipped and ``x1`` taken nearest to its point): the second slot is
+    empty. Parallel axes (MuJoCo's determinant under ``1e-15``) get the two nearest of the four ends of one axis with
+    their nearest points on the other, and rest on two points. -> (2,)."""
     (ra, ha), (rb, hb) = (size_a[0], size_a[1]), (size_b[0], size_b[1])
-    pa, ua, pb, ub = pose_a.p, pose_a.R[:, 2], pose_b.p, pose_b.R[:, 2]
-    s, t, parallel = _segments(pa, ua, ha, pb, ub, hb)
-    interior = (jnp.abs(s) < ha) & (jnp.abs(t) < hb) & ~parallel
-    ends_a = jnp.stack([-ha, ha])
-    t_a = jnp.clip((pa[None] + ends_a[:, None] * ua - pb) @ ub, -hb, hb)
-    ends_b = jnp.stack([-hb, hb])
-    s_b = jnp.clip((pb[None] + ends_b[:, None] * ub - pa) @ ua, -ha, ha)
-    s_all = jnp.concatenate([s[None], ends_a, s_b])
-    t_all = jnp.concatenate([t[None], t_a, ends_b])
-    fallback, _ = _normalize(cross3(ua, ub), pose_a.R[:, 0])
-    dist, pos, n = _balls(pa + s_all[:, None] * ua, ra, pb + t_all[:, None] * ub, rb, fallback)
-    rank = dist.at[0].set(jnp.where(interior, dist[0], FAR))
-    _, idx = jax.lax.top_k(-rank, 2)
-    return _contacts(dist[idx], pos[idx], n[idx])
+    pa, pb = pose_a.p, pose_b.p
+    a, b = pose_a.R[:, 2] * ha, pose_b.R[:, 2] * hb
+    dif = pa - pb
+    ma, mb, mc = a @ a, -(a @ b), b @ b
+    u, v = -(a @ dif), b @ dif
+    det = ma * mc - mb * mb
+    parallel = jnp.abs(det) < _MUJOCO_MINVAL
+    ma, mc = jnp.maximum(ma, _MUJOCO_MINVAL), jnp.maximum(mc, _MUJOCO_MINVAL)
+    safe = jnp.where(parallel, 1.0, det)
+    x1, x2 = (mc * u - mb * v) / safe, (ma * v - mb * u) / safe
+    x2 = jnp.where(x1 > 1, (v - mb) / mc, jnp.where(x1 < -1, (v + mb) / mc, x2))
+    x1 = jnp.clip(x1, -1.0, 1.0)
+    x1 = jnp.where(x2 > 1, jnp.clip((u - mb) / ma, -1, 1), jnp.where(x2 < -1, jnp.clip((u + mb) / ma, -1, 1), x1))
+    x2 = jnp.clip(x2, -1.0, 1.0)
+    one = jnp.ones_like(x1)
+    ends_1 = jnp.stack([one, -one, jnp.clip((u - mb) / ma, -1, 1), jnp.clip((u + mb) / ma, -1, 1)])
+    ends_2 = jnp.stack([jnp.clip((v - mb) / mc, -1, 1), jnp.clip((v + mb) / mc, -1, 1), one, -one])
+    s_all, t_all = jnp.concatenate([x1[None], ends_1]), jnp.concatenate([x2[None], ends_2])
+    fallback, _ = _normalize(cross3(a, b), pose_a.R[:, 0])
+    dist, pos, n = _balls(pa + s_all[:, None] * a, ra, pb + t_all[:, None] * b, rb, fallback)
+    _, nearest_ends = jax.lax.top_k(-dist[1:], 2)
+    idx = jnp.where(parallel, nearest_ends + 1, jnp.array([0, 0]))
+    dist = jnp.where(parallel, dist[idx], jnp.stack([dist[0], FAR]))
+    return _contacts(dist, pos[idx], n[idx])
 
 
 def _point_box_distance(x, h):
