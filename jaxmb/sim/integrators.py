@@ -56,6 +56,7 @@ from jaxmb.sim.closed_loops import (
 from jaxmb.sim.compliant import compliant_forces, implicit_compliant_forces
 from jaxmb.sim.constraints import ConstraintForces, constraint_forces
 from jaxmb.sim.contact_frames import body_forces, contacts, world_forces
+from jaxmb.sim.fluid import with_fluid
 from jaxmb.sim.inputs import Applied, with_applied
 from jaxmb.spatial import cross3, mv
 
@@ -218,8 +219,8 @@ def euler_positions(model, q, u, dt):
 
 def _solved(scene, model, q, v, ctrl, dt, warm, applied, turning=False) -> Solved:
     T = forward_kinematics(spanning_tree(model), q)
-    tau, _ = _generalized_forces(scene, model, q, v, ctrl, applied.qfrc)
-    f_applied = with_applied(None, scene.tree, T, applied)
+    tau, qd = _generalized_forces(scene, model, q, v, ctrl, applied.qfrc)
+    f_applied = with_fluid(with_applied(None, scene.tree, T, applied), scene, scene.tree, T, q, qd)
     if is_closed(model):
         ab = loop_factors(model, q, v, tau, f_applied)
     else:
@@ -318,7 +319,7 @@ def rk4(scene, q, qd, ctrl, dt, warm, applied=Applied()) -> Advance:
             return configuration_rate(tree, q_s, v_s), qdd - turning_rates(model, v_s)
         tau, qd_s = _generalized_forces(scene, model, q_s, v_s, ctrl, applied.qfrc)
         f_ext = cf.f_ext
-        if compliant or applied.xfrc is not None:
+        if compliant or applied.xfrc is not None or scene.fluid is not None:
             T = forward_kinematics(tree, q_s)
         if compliant:
             con = contacts(scene, T)
@@ -326,6 +327,7 @@ def rk4(scene, q, qd, ctrl, dt, warm, applied=Applied()) -> Advance:
             force = compliant_forces(scene, T, V, con)
             f_ext = body_forces(scene, T, con, jnp.einsum("cji,cj->ci", con.frame, force))
         f_ext = with_applied(f_ext, tree, T, applied) if applied.xfrc is not None else f_ext
+        f_ext = with_fluid(f_ext, scene, tree, T, q_s, qd_s)
         return configuration_rate(tree, q_s, qd_s), _accelerations(model, q_s, v_s, tau + cf.tau, f_ext)
 
     if scene.impedance is not None and not is_closed(model):

@@ -67,6 +67,7 @@ from jaxmb.loops import close_loops, coupling, explicit, loop_closure
 from jaxmb.sim.actuators import motor, position, velocity
 from jaxmb.sim.closed_loops import is_closed, project, spanning_tree
 from jaxmb.sim.geometry import box, capsule, plane, sphere
+from jaxmb.sim.mjcf_fluid import mjcf_fluid
 from jaxmb.sim.mjcf_impedance import mujoco_impedance
 from jaxmb.sim.scene import Scene, make_scene
 from jaxmb.sim.stepping import init_state
@@ -229,7 +230,9 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
     names = mujoco_names(mj)
     off = _disabled(mujoco, mj)
     left = [LeftOut(_not_loaded_category(e), e) for e in not_loaded(mj, names)
-            if not e.startswith("equality constraints")]
+            if not e.startswith(("equality constraints", "fluid forces"))]
+    fluid, fluid_left = mjcf_fluid(mj, tree, m, names)
+    left += [LeftOut("fluid", e) for e in fluid_left]
 
     geoms, geom_ids, geom_names = _geoms(mj, tree, m, left)
     chosen = [] if off["contact"] else contact_pairs(mj)
@@ -263,6 +266,10 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
                                                        damped)
                                 + " (the scene steps with \"implicitfast\", which takes them implicitly, as it "
                                 "takes the joints' damping)"))
+    if fluid is not None and int(mj.opt.integrator) in (2, 3) and "integrator" not in make_scene_options:
+        left.append(LeftOut("integrator", f"the {_enum_name(mujoco.mjtIntegrator(int(mj.opt.integrator)))} "
+                                          "integrator's derivative of the fluid forces (the scene takes them "
+                                          "explicitly)"))
     solver, why = _solver(mujoco, mj, is_closed(model), make_scene_options)
     if impedance == "mujoco" and solver == "newton" and make_scene_options.get("contact", "constraint") == "constraint":
         left = [e for e in left if e.category != "margins"]  # MuJoCo's soft constraints take them
@@ -272,7 +279,7 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
                    frictionloss=frictionloss, spring_stiffness=spring_stiffness, spring_reference=spring_reference,
                    limits=not off["limit"], integrator=integrator,
                    iterations=int(mj.opt.iterations), tolerance=float(mj.opt.tolerance), solver=solver,
-                   q0=_qpos0(mujoco, mj, m, model, source_name))
+                   q0=_qpos0(mujoco, mj, m, model, source_name), fluid=fluid)
     if solver == "newton":  # MuJoCo's problem: the file's friction cone
         options["cone"] = _cone(mujoco, mj)
     options.update(make_scene_options)

@@ -19,6 +19,7 @@ from jaxmb.model import pytree_dataclass
 from jaxmb.sim.actuators import Actuators, JointTerms, joint_terms
 from jaxmb.sim.actuators import actuators as gather_actuators
 from jaxmb.sim.closed_loops import is_closed, spanning_tree
+from jaxmb.sim.fluid import Fluid
 from jaxmb.sim.geometry import Geometry, Pairs, geometry, pairs
 from jaxmb.sim.impedance import Impedance
 
@@ -85,7 +86,8 @@ class Scene:
     for a scene without contact. ``q0`` (nq,) is the configuration `jaxmb.sim.init_state` starts from by default
     (MuJoCo's ``qpos0``): a leaf, so that a batch of scenes can start from a batch of configurations. ``impedance``
     holds MuJoCo's constraint numbers where the Newton solver's rows are MuJoCo's soft constraints
-    (`jaxmb.sim.impedance`), None for jaxmb's rule (``timeconst``, ``regularization``)."""
+    (`jaxmb.sim.impedance`), None for jaxmb's rule (``timeconst``, ``regularization``). ``fluid`` is the medium whose
+    drag and lift act on the bodies (`jaxmb.sim.fluid`), None for none."""
 
     model: object
     geometry: Geometry | None
@@ -96,6 +98,7 @@ class Scene:
     impedance: Impedance | None = None
     pairs: Pairs | None = field(default=None, metadata=dict(static=True))
     options: Options = field(default=Options(), metadata=dict(static=True))
+    fluid: Fluid | None = None
 
     @property
     def tree(self):
@@ -130,7 +133,7 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
                damping=None, frictionloss=None, spring_stiffness=None, spring_reference=None,
                joint_friction="constraint", limits=True, contact="constraint",
                integrator="implicit", iterations=30, tolerance=1e-10, limit_rows=None, stiffness=2e5, dissipation=2.0,
-               slip_velocity=1e-3, timeconst=0.02, regularization=None, solver="pgs", cone="elliptic", q0=None):
+               slip_velocity=1e-3, timeconst=0.02, regularization=None, solver="pgs", cone="elliptic", q0=None, fluid=None):
     """Build and check a `Scene` (module docstring) of ``model``, a `jaxmb.Model` or a closed-loop
     `jaxmb.loops.LoopModel`, whose geometry, actuators, damping and limits sit on its spanning tree
     (`jaxmb.sim.closed_loops`).
@@ -151,8 +154,9 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     tolerance: the solver stops earlier once a sweep (step) changes no impulse (velocity) by more than this
     fraction of the largest (floored at the working precision's round-off); regularization: None for the solver's
     default (`REGULARIZATION`); q0: the initial configuration (nq,) of `jaxmb.sim.init_state` (None: the model's
-    neutral configuration; a closed-loop scene's is projected onto its loops when a state starts from it); the
-    rest: `ContactParams`.
+    neutral configuration; a closed-loop scene's is projected onto its loops when a state starts from it); fluid:
+    a `jaxmb.sim.fluid.Fluid` on the spanning tree's bodies (`jaxmb.sim.fluid.fluid`), taken explicitly by every
+    integrator; the rest: `ContactParams`.
     """
     if integrator not in INTEGRATORS:
         raise ModelError(f"unknown integrator {integrator!r}; choose one of {INTEGRATORS}")
@@ -216,7 +220,7 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     if acts.na and integrator == "rk4":
         raise ModelError(f"actuators with activation dynamics {[acts.names[i] for i in acts.stateful]} step with the "
                          "'euler', 'implicit' or 'implicitfast' integrator, not 'rk4'")
-    return Scene(model, geo, acts, joints, params, q0.astype(dtype), None, pair_table, options)
+    return Scene(model, geo, acts, joints, params, q0.astype(dtype), None, pair_table, options, fluid)
 
 
 def _limited_coordinates(model):
