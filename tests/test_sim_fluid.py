@@ -125,7 +125,8 @@ def test_swimmer_follows_mj_step(model, integrator):
     assert ms.solver.startswith("'newton'") and ms.scene.impedance is not None
     assert _follow(ms, 50, np.array([0.3, -0.2])) < 1e-6
     if model == "ellipsoid" and integrator == "Euler":  # in still water the scene departs from mj_step
-        still = ms.scene.fluid.replace(density=0.0 * ms.scene.fluid.density, viscosity=0.0 * ms.scene.fluid.viscosity)
+        fl = ms.scene.fluid
+        still = fl.replace(density=0.0 * fl.density, viscosity=0.0 * fl.viscosity)
         assert _follow(ms._replace(scene=ms.scene.replace(fluid=still)), 50, np.array([0.3, -0.2])) > 1e-3
 
 

@@ -28,6 +28,9 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   ``tolerance``, and its problem: MuJoCo's PGS, CG and Newton solvers solve one convex problem, jaxmb's
   ``solver="newton"`` with the file's friction ``cone`` and MuJoCo's soft constraints with the file's numbers
   (`jaxmb.sim.mjcf_impedance`; a closed-loop scene steps with ``solver="pgs"``); the time step ``dt``.
+* the fluid (``density``, ``viscosity``, ``wind``, ``fluidshape``, ``fluidcoef``): MuJoCo's inertia-box and
+  ellipsoid models (`jaxmb.sim.mjcf_fluid`), explicit in every integrator; under ``implicit`` and
+  ``implicitfast``, which differentiate them, refused unless ``drop`` names ``"integrator"``.
 * the initial configuration ``qpos0`` (``Scene.q0``) and the keyframes in jaxmb's coordinates (`Keyframe`;
   `MjcfScene.init_state` and `MjcfScene.init_ctrl` reset to them as ``mj_resetDataKeyframe`` does).
 * equality constraints that close a loop of one-degree-of-freedom joints, as constraints of a
@@ -87,7 +90,7 @@ CATEGORIES = {
     "ball ranges": "ranges of ball joints",
     "gravcomp": "gravity compensation of bodies",
     "mocap": "mocap bodies (welded to the world at their pose in the file)",
-    "fluid": "fluid forces (density, viscosity)",
+    "fluid": "fluid forces the scene cannot take as MuJoCo does (an inertia box merged with welded bodies)",
     "armature": "armature of actuators that drive no single hinge or slide",
     "tendons": "tendons",
     "flexes": "flexes",
