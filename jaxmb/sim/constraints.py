@@ -28,6 +28,7 @@ import numpy as np
 from jaxmb.dynamics.articulated import articulated_inertias
 from jaxmb.dynamics.mass import mass_matrix
 from jaxmb.hinges import body_inertias, hinge_map, joint_poses
+from jaxmb.sim.ball_limits import with_ball_rows, with_ball_space, with_ball_stiffness
 from jaxmb.sim.closed_loops import is_closed
 from jaxmb.sim.compliance import row_space, softened, with_rows_by_solve
 from jaxmb.sim.compliant import contacts_and_compliant_forces
@@ -93,7 +94,7 @@ def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintFo
     con, f_ext, force = contacts_and_compliant_forces(scene, T, ab, dtype)
     limits, frictions = limit_rows(scene, q, dt), friction_rows(scene, dt, dtype)
     solve_contacts = nc and scene.options.contact == "constraint"
-    if not solve_contacts and not limits.J.shape[0] + frictions.J.shape[0]:
+    if not solve_contacts and not limits.J.shape[0] + frictions.J.shape[0] + len(scene.options.ball_limited):
         return ConstraintForces(tau_c, f_ext, warm, force, con)
     c = 3 * nc if solve_contacts else 0
     qd_free = qd + dt * ab.qdd
@@ -101,6 +102,7 @@ def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintFo
     if cap is None:
         rows = concat(limits, frictions)
         J, A = row_space(scene, model, q, T, con if solve_contacts else None, ab, rows)
+        rows, J, A = with_ball_space(scene, model, q, dt, ab, rows, J, A)
         p0 = warm
     else:  # the solver's rows: contacts, friction, then the chosen limits (module docstring)
         n_limits, n_friction = limits.J.shape[0], frictions.J.shape[0]
@@ -144,7 +146,7 @@ def newton_forces(scene, model, q, qd, dt, warm, T, ab) -> ConstraintForces:
     its coordinate in the spanning tree."""
     dtype, tree, nc = qd.dtype, scene.tree, scene.nc
     con, f_ext, force = contacts_and_compliant_forces(scene, T, ab, dtype)
-    rows = joint_rows(scene, q, dt)
+    rows, ball_dist = with_ball_rows(scene, q, dt, joint_rows(scene, q, dt))
     c = nc if nc and scene.options.contact == "constraint" else 0
     if not c and not rows.J.shape[0]:
         return ConstraintForces(jnp.zeros(qd.shape[0], dtype), f_ext, warm, force, con)
@@ -171,6 +173,7 @@ def newton_forces(scene, model, q, qd, dt, warm, T, ab) -> ConstraintForces:
             d_side = jnp.concatenate([cross3(placement.p[:, None, :], u), u], -1)  # (nc, 3, 6) = [r x u; u]
             d = jnp.einsum("cer,crk->cek", E, d_side).reshape(k * nc, 6)
             body = tuple(b for b in sd.body for _ in range(k))
+    dense = dense or ball_dist is not None  # a ball row spans three coordinates: no armature of one
     if dense:
         M = ab.G.T @ mass_matrix(model.tree, q) @ ab.G if closed else mass_matrix(model, q)
         metric = DenseMetric(M)
@@ -183,6 +186,7 @@ def newton_forces(scene, model, q, qd, dt, warm, T, ab) -> ConstraintForces:
                                         elliptic, limit_dist)
     else:
         stiffness = 1.0 / _regularization(scene, model, q, ab, J, metric, dense, closed, coordinate, k * c, elliptic)
+    stiffness, v_star = with_ball_stiffness(scene, dt, ball_dist, J, qd, metric, stiffness, v_star)
     lo, hi = rows.lo, rows.hi
     if not elliptic:
         lo, hi = jnp.concatenate([jnp.zeros(k * c, dtype), lo]), jnp.concatenate([jnp.full(k * c, jnp.inf, dtype), hi])

@@ -21,7 +21,8 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   activation, not ``actearly``, with ``actrange`` where ``actlimited``.
 * joint damping ``dof_damping`` and friction loss ``dof_frictionloss`` per degree of freedom; the linear springs
   of hinge and slide joints, ``jnt_stiffness`` about ``qpos_spring`` (`jaxmb.sim.actuators.JointTerms`), unless the
-  model disables springs; joint limits (in the model) enforced unless the model disables them; the integrator
+  model disables springs; joint limits (in the model) and the ranges of ball joints (``max(range)`` of the
+  rotation angle, `jaxmb.sim.ball_limits`) enforced unless the model disables them; the integrator
   (``Euler`` -> ``"euler"``, or ``"implicitfast"`` where joints have damping, which MuJoCo's Euler takes
   implicitly unless the model disables ``eulerdamp``; ``RK4`` -> ``"rk4"``; ``implicit`` and ``implicitfast`` ->
   ``"implicitfast"``, which leaves out ``implicit``'s Coriolis derivatives), the solver's ``iterations`` and
@@ -87,7 +88,6 @@ _THINNEST = 1e-6  # half size given to a flat mesh's bounding box along its flat
 
 CATEGORIES = {
     "springs": "joint springs (stiffness)",
-    "ball ranges": "ranges of ball joints",
     "gravcomp": "gravity compensation of bodies",
     "mocap": "mocap bodies (welded to the world at their pose in the file)",
     "fluid": "fluid forces the scene cannot take as MuJoCo does (an inertia box merged with welded bodies)",
@@ -121,8 +121,8 @@ option, with what it covers."""
 INERT = frozenset(("sensors", "cameras", "lights", "skins", "custom data", "hfield assets", "disabled"))
 """The categories that change no motion: listed in `MjcfScene.left_out`, never refused."""
 
-_NOT_LOADED = (("joint springs", "springs"), ("ranges of ball joints", "ball ranges"),
-               ("gravity compensation", "gravcomp"), ("mocap bodies", "mocap"), ("fluid forces", "fluid"),
+_NOT_LOADED = (("joint springs", "springs"), ("gravity compensation", "gravcomp"), ("mocap bodies", "mocap"),
+               ("fluid forces", "fluid"),
                ("armature of actuators", "armature"), ("tendons", "tendons"), ("flexes", "flexes"),
                ("sensors", "sensors"), ("height fields", "hfield assets"), ("skins", "skins"),
                ("cameras", "cameras"), ("lights", "lights"), ("plugins", "plugins"), ("custom data", "custom data"))
@@ -233,7 +233,7 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
     names = mujoco_names(mj)
     off = _disabled(mujoco, mj)
     left = [LeftOut(_not_loaded_category(e), e) for e in not_loaded(mj, names)
-            if not e.startswith(("equality constraints", "fluid forces"))]
+            if not e.startswith(("equality constraints", "fluid forces", "ranges of ball joints"))]
     fluid, fluid_left = mjcf_fluid(mj, tree, m, names)
     left += [LeftOut("fluid", e) for e in fluid_left]
 
@@ -282,7 +282,7 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
                    frictionloss=frictionloss, spring_stiffness=spring_stiffness, spring_reference=spring_reference,
                    limits=not off["limit"], integrator=integrator,
                    iterations=int(mj.opt.iterations), tolerance=float(mj.opt.tolerance), solver=solver,
-                   q0=_qpos0(mujoco, mj, m, model, source_name), fluid=fluid)
+                   q0=_qpos0(mujoco, mj, m, model, source_name), fluid=fluid, ball_ranges=_ball_ranges(mj, m))
     if solver == "newton":  # MuJoCo's problem: the file's friction cone
         options["cone"] = _cone(mujoco, mj)
     options.update(make_scene_options)
@@ -614,6 +614,14 @@ def _per_coordinate(mj, m, values, what, names, left, coulomb=False):
     if odd:
         left.append(_listing(f"{what} of the translation of free joints (applied along the body's axes)", odd))
     return out
+
+
+def _ball_ranges(mj, m):
+    """{jaxmb joint: angle} of the limited ball joints: MuJoCo's ``max(jnt_range)`` (radians), the one bound it
+    enforces (`jaxmb.sim.ball_limits`); None where none is limited."""
+    out = {m.joint_names[j]: float(np.max(mj.jnt_range[j])) for j in range(mj.njnt)
+           if JOINT_TYPES[mj.jnt_type[j]] == "ball" and mj.jnt_limited[j]}
+    return out or None
 
 
 def _springs(mj, m):
