@@ -25,7 +25,7 @@ solver takes the rows' compliance from the factored solve (`jaxmb.sim.compliance
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.sim.compliance import with_rows_by_solve
+from jaxmb.sim.compliance import row_space, with_rows_by_solve
 from jaxmb.sim.impedance import _soft
 from jaxmb.sim.joint_rows import JointRows, concat, target_velocity
 
@@ -84,14 +84,19 @@ def ball_regularization(scene, metric, J):
     return scene.contact.regularization * diag + jnp.finfo(J.dtype).tiny ** 0.5
 
 
-def with_ball_space(scene, model, q, dt, ab, rows, J, A):
-    """``(rows, J, A)`` of the Gauss-Seidel solver with the ball rows appended: their compliance columns by the
-    factored solve (`jaxmb.sim.compliance.with_rows_by_solve`)."""
+def with_ball_space(scene, model, q, T, con, ab, rows, dt):
+    """``(rows, J, A)`` of the Gauss-Seidel solver: `jaxmb.sim.compliance.row_space` of the contacts ``con`` (None:
+    none) and the `JointRows` ``rows``, then the ball rows, their compliance columns by the factored solve
+    (`jaxmb.sim.compliance.with_rows_by_solve`)."""
     if not scene.options.ball_limited:
-        return rows, J, A
+        return (rows, *row_space(scene, model, q, T, con, ab, rows))
+    if con is None and not rows.J.shape[0]:
+        J, A = jnp.zeros((0, scene.tree.nv), q.dtype), jnp.zeros((0, 0), q.dtype)
+    else:
+        J, A = row_space(scene, model, q, T, con, ab, rows)
     balls, _ = ball_rows(scene, q, dt)
     J, A = with_rows_by_solve(model, q, ab, J, A, balls.J)
-    return concat(rows, balls), J, A
+    return (concat(rows, balls), J, A)
 
 
 def with_ball_stiffness(scene, dt, dist, J, qd, metric, stiffness, v_star):

@@ -101,8 +101,7 @@ def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintFo
     cap = scene.options.limit_rows
     if cap is None:
         rows = concat(limits, frictions)
-        J, A = row_space(scene, model, q, T, con if solve_contacts else None, ab, rows)
-        rows, J, A = with_ball_space(scene, model, q, dt, ab, rows, J, A)
+        rows, J, A = with_ball_space(scene, model, q, T, con if solve_contacts else None, ab, rows, dt)
         p0 = warm
     else:  # the solver's rows: contacts, friction, then the chosen limits (module docstring)
         n_limits, n_friction = limits.J.shape[0], frictions.J.shape[0]

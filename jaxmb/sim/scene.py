@@ -203,6 +203,7 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
         pair_table = None
     joints = joint_terms(tree, damping, frictionloss, spring_stiffness, spring_reference)
     limited = _limited_coordinates(tree) if limits else ()
+    ball_limited, ball_angles = _ball_limits(model, ball_ranges, limits, limit_rows) if ball_ranges else ((), None)
     if limit_rows is not None:
         if isinstance(limit_rows, bool) or int(limit_rows) != limit_rows or limit_rows < 1:
             raise ModelError(f"limit_rows must be a positive integer (or None: a row for every limited coordinate), "
@@ -214,7 +215,6 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
             raise ModelError(f"limit_rows: the closed-loop scene of {model.name!r} solves a row for every limited "
                              "coordinate; leave limit_rows at None")
         limit_rows = None if limit_rows >= len(limited) else int(limit_rows)
-    ball_limited, ball_angles = _ball_limits(model, ball_ranges, limits, limit_rows) if ball_ranges else ((), None)
     friction = ()
     if joint_friction == "constraint" and frictionloss is not None:
         friction = tuple(int(j) for j in np.flatnonzero(np.asarray(joints.frictionloss) > 0))
