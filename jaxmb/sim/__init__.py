@@ -7,7 +7,8 @@ passive joint terms), `constraints` (contact-space compliance on the operational
 friction, compliant contact), `solver` (the frictional contact problem by Gauss-Seidel sweeps), `newton` (MuJoCo's
 convex problem by Newton's method), `impedance` (MuJoCo's soft constraints as the Newton solver's rows),
 `mjcf_impedance` (an MJCF file's numbers for them), `inputs` (applied generalized forces and body wrenches),
-`fluid` and `mjcf_fluid` (MuJoCo's fluid forces as body wrenches; an MJCF file's fluid),
+`fluid` and `mjcf_fluid` (MuJoCo's fluid forces as body wrenches; an MJCF file's fluid), `ball_limits` (ranges
+of ball joints as rows),
 `integrators`, `stepping` (state, step,
 rollout), `symplectic` (implicit midpoint and generalized leapfrog on canonical momenta).
 """
