@@ -1,21 +1,22 @@
 """Ranges of ball joints (`jaxmb.sim.ball_limits`): the row's distance, Jacobian, ``D`` and target equal MuJoCo's
 ``efc_pos``, ``efc_J``, ``efc_D`` and ``efc_vel + dt efc_aref``; pendulums on a ball joint with ``range="0 40"``
 (started outside the range, and swinging into it, with the joint's own ``solref``, ``solimp`` and ``margin``)
-follow ``mj_step`` on the file's Newton solver with MuJoCo's impedance; jaxmb's Gauss-Seidel and Newton solvers
-hold a pendulum at its range; what the scene cannot take is refused."""
+follow ``mj_step`` on the file's Newton solver with MuJoCo's impedance, and under RK4 the tableau on MuJoCo's
+stage accelerations; jaxmb's Gauss-Seidel and Newton solvers hold a pendulum at its range; what the scene cannot
+take is refused."""
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from checks import assert_close, fast_jit
-from jaxmb import ModelError
-from jaxmb.kinematics import forward_kinematics
-from jaxmb.model import ModelBuilder
-from jaxmb.joints import spherical
-
 mujoco = pytest.importorskip("mujoco")
 
+from checks import assert_close, fast_jit  # noqa: E402
+
+from jaxmb import ModelError  # noqa: E402
+from jaxmb.joints import spherical  # noqa: E402
+from jaxmb.kinematics import forward_kinematics  # noqa: E402
+from jaxmb.model import ModelBuilder  # noqa: E402
 from jaxmb.sim import init_state, load_mjcf_scene, make_scene, rollout  # noqa: E402
 from jaxmb.sim.ball_limits import ball_angles  # noqa: E402
 from jaxmb.sim.constraints import newton_forces  # noqa: E402
@@ -57,7 +58,7 @@ def test_ball_limit_row_is_mujocos(numbers):
         mujoco.mj_forward(mj, d)
         q = jnp.asarray(m.qpos_to_q(d.qpos))
         qd = jnp.asarray(m.qvel_to_qd(q, d.qvel))
-        dist, u = ball_angles(scene, q)
+        dist, _ = ball_angles(scene, q)
         ab = step_factors(scene.model, q, qd, jnp.zeros_like(qd), None)
         T = forward_kinematics(scene.tree, q)
         prob = newton_forces(scene, scene.model, q, qd, ms.dt, jnp.zeros(scene.rows), T, ab).problem
@@ -123,3 +124,45 @@ def test_ball_ranges_are_checked():
     with pytest.raises(ModelError, match="finite, non-negative"):
         _pendulum(-1.0)
     assert _pendulum(0.5, limits=False).options.ball_limited == ()
+
+
+def test_rk4_with_a_ball_range_is_the_tableau_on_mujocos_stage_accelerations():
+    """Under RK4 the pendulum started outside its range (its own numbers) steps as the classical tableau on
+    MuJoCo's stage accelerations (``mj_forward`` at each stage, the stages moved by ``mj_integratePos``); MuJoCo 4's
+    own ``mj_step`` departs from that tableau on a ball joint."""
+    ms = load_mjcf_scene(PENDULUM.format(numbers=NUMBERS["own"]).replace('timestep="0.002"',
+                                                                         'timestep="0.002" integrator="RK4"'))
+    assert ms.scene.options.integrator == "rk4"
+    mj, m, h = ms.mj, ms.mujoco_map, ms.dt
+    d = mujoco.MjData(mj)
+    qpos, qvel = _turned(60, (1, 1, 0.3)), np.array([0.5, -1.0, 2.0])
+
+    def qacc(x, v):
+        d.qpos[:], d.qvel[:] = x, v
+        mujoco.mj_forward(mj, d)
+        return d.qacc.copy()
+
+    def moved(c, v):
+        x = qpos.copy()
+        mujoco.mj_integratePos(mj, x, v, c * h)
+        return x
+
+    q = m.qpos_to_q(qpos)
+    state = init_state(ms.scene, jnp.asarray(q), jnp.asarray(m.qvel_to_qd(q, qvel)))
+    _, states = _rollout(ms.scene, state, h)
+    err, active = 0.0, 0
+    for k in range(50):
+        a1 = qacc(qpos, qvel)
+        active += d.nefc
+        v2 = qvel + 0.5 * h * a1
+        a2 = qacc(moved(0.5, qvel), v2)
+        v3 = qvel + 0.5 * h * a2
+        a3 = qacc(moved(0.5, v2), v3)
+        v4 = qvel + h * a3
+        a4 = qacc(moved(1.0, v3), v4)
+        qpos, qvel = moved(1.0, (qvel + 2 * v2 + 2 * v3 + v4) / 6), qvel + h / 6 * (a1 + 2 * a2 + 2 * a3 + a4)
+        q = m.qpos_to_q(qpos)
+        err = max(err, np.abs(np.asarray(states.q[k]) - q).max(),
+                  np.abs(np.asarray(states.qd[k]) - m.qvel_to_qd(q, qvel)).max())
+    assert active >= 5
+    assert err < 1e-12

@@ -9,11 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from checks import assert_close, fast_jit
-from jaxmb import ModelError
-
 mujoco = pytest.importorskip("mujoco")
 
+from checks import assert_close, fast_jit  # noqa: E402
+
+from jaxmb import ModelError  # noqa: E402
 from jaxmb.sim import init_state, load_mjcf_scene, rollout  # noqa: E402
 from jaxmb.sim.fluid import fluid_forces  # noqa: E402
 
