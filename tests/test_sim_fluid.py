@@ -96,6 +96,28 @@ def test_fluid_forces_are_mujocos_qfrc_fluid(model):
         assert_close(m.tau_to_qfrc(q, tau), d.qfrc_fluid, 1e-12)
 
 
+def test_a_fluid_built_for_make_scene_is_the_files():
+    """`jaxmb.sim.fluid.fluid` on the file's bodies with its numbers (the boxes' axes MuJoCo's, the ellipsoids'
+    coefficients the file's) gives `make_scene` the scene's forces."""
+    from jaxmb.sim import make_scene
+    from jaxmb.sim.fluid import fluid
+
+    for model in MODELS:
+        ms = load_mjcf_scene(SHAPES.format(default=MODELS[model]))
+        fl, tree = ms.scene.fluid, ms.scene.tree
+        n = lambda ks: [tree.body_names[k] for k in ks]
+        keys = ("R", "p", "semiaxes", "coefficients", "added_mass", "added_inertia")
+        leaves = (fl.ellipsoid_R, fl.ellipsoid_p, fl.semiaxes, fl.coefficients, fl.added_mass, fl.added_inertia)
+        ellipsoids = [dict(body=b, **{k: np.asarray(x[i]) for k, x in zip(keys, leaves)})
+                      for i, b in enumerate(n(fl.ellipsoid_bodies))]
+        built = fluid(tree, 3000.0, 0.1, (0.5, -0.3, 0.2), n(fl.box_bodies), np.asarray(fl.box_axes), ellipsoids)
+        scene = make_scene(ms.scene.model, fluid=built)
+        q, qd = jnp.asarray(ms.scene.q0), jnp.linspace(-1.0, 1.0, tree.nv)
+        assert_close(_forces(scene, q, qd), _forces(ms.scene, q, qd), 1e-14)
+    with pytest.raises(ModelError, match="both the inertia-box and the ellipsoid"):
+        fluid(tree, 1.0, boxes=n(fl.ellipsoid_bodies[:1]), ellipsoids=ellipsoids[:1])
+
+
 def _follow(ms, steps, ctrl):
     """The largest difference of ``(q, qd)`` from ``mj_step``'s over ``steps`` steps from a random velocity."""
     mj, m = ms.mj, ms.mujoco_map

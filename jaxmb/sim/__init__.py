@@ -15,6 +15,7 @@ rollout), `symplectic` (implicit midpoint and generalized leapfrog on canonical 
 
 from jaxmb.sim.actuators import intvelocity, motor, position, velocity
 from jaxmb.sim.collision import Contacts
+from jaxmb.sim.fluid import Fluid
 from jaxmb.sim.geometry import Geometry, Pairs, box, capsule, plane, sphere
 from jaxmb.sim.impedance import Impedance, with_mujoco_impedance
 from jaxmb.sim.mjcf import Keyframe, MjcfScene, load_mjcf_scene
@@ -36,7 +37,7 @@ from jaxmb.sim.symplectic import PhasePoint, generalized_leapfrog, implicit_midp
 from jaxmb.sim.urdf_collision import urdf_geometry
 
 __all__ = [
-    "CONTACT_MODELS", "ContactState", "Contacts", "Geometry", "INTEGRATORS", "Impedance", "Keyframe", "LOOPS_OPEN", "MjcfScene",
+    "CONTACT_MODELS", "ContactState", "Contacts", "Fluid", "Geometry", "INTEGRATORS", "Impedance", "Keyframe", "LOOPS_OPEN", "MjcfScene",
     "NONFINITE_CONTROL", "NONFINITE_STATE", "Pairs", "PhasePoint", "SOLVERS", "Scene", "State", "box", "capsule",
     "contact_forces", "failures", "generalized_leapfrog", "implicit_midpoint", "intvelocity",
     "init_state", "load_mjcf_scene", "make_scene", "motor", "plane", "position", "residuals", "rollout", "sphere",
