@@ -327,7 +327,7 @@ def rk4(scene, q, qd, ctrl, dt, warm, applied=Applied()) -> Advance:
             force = compliant_forces(scene, T, V, con)
             f_ext = body_forces(scene, T, con, jnp.einsum("cji,cj->ci", con.frame, force))
         f_ext = with_applied(f_ext, tree, T, applied) if applied.xfrc is not None else f_ext
-        f_ext = with_fluid(f_ext, scene, tree, T, q_s, qd_s)
+        f_ext = with_fluid(f_ext, scene, tree, T, q_s, qd_s) if scene.fluid is not None else f_ext
         return configuration_rate(tree, q_s, qd_s), _accelerations(model, q_s, v_s, tau + cf.tau, f_ext)
 
     if scene.impedance is not None and not is_closed(model):
