@@ -27,7 +27,7 @@
 
 * Initial states and options: a free box starts at the file's ``qpos0`` and comes to rest on the floor; a keyframe
   resets as ``mj_resetDataKeyframe``; the file's solver, cone, tolerance and iterations map; what the scene cannot
-  build (a tendon, fluid forces, every category of one file) is refused by category until ``drop`` names it.
+  build (a tendon, fluid forces under implicitfast, every category of one file) is refused by category until ``drop`` names it.
 
 The programs: six rollouts (the chain, the lags, the drops, the box, Barkour's batch, the loops), each compiled once
 by `fast_jit`.
@@ -797,13 +797,14 @@ def test_files_solver_tolerance_and_cone_map(option, cone, tolerance, iterations
 
 
 PARTS = {"tendons": ('<tendon><fixed name="cable"><joint joint="a" coef="1"/></fixed></tendon>', "'cable'"),
-         "fluid": ('<option density="1.2"/>', "density 1.2")}
+         "integrator": ('<option density="1.2" integrator="implicitfast"/>', "derivative of the fluid forces")}
 
 
 @pytest.mark.parametrize("category", PARTS)
-def test_a_tendon_or_fluid_forces_are_refused_unless_dropped(category):
-    """A file with a tendon (with fluid forces) is a `ModelError` naming the source, the tendon (the density) and
-    the option that drops it; with that option the scene builds, warns once and lists it in ``left_out``."""
+def test_a_tendon_or_implicit_fluid_forces_are_refused_unless_dropped(category):
+    """A file with a tendon (with fluid forces under implicitfast, which differentiates them) is a `ModelError`
+    naming the source, the tendon (the fluid's derivative) and the option that drops it; with that option the scene
+    builds, warns once and lists it in ``left_out``."""
     part, element = PARTS[category]
     source = ('<mujoco model="part">' + part + '<worldbody><body><joint name="a" axis="0 1 0"/>'
               '<geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.02"/></body></worldbody></mujoco>')

@@ -9,12 +9,15 @@ passive joint terms), `stages` (a step's kinematics and collision, actuation, fr
 forces of a step by either solver), `solver` (the frictional contact problem by Gauss-Seidel sweeps), `newton` (MuJoCo's
 convex problem by Newton's method), `impedance` (MuJoCo's soft constraints as the Newton solver's rows),
 `mjcf_impedance` (an MJCF file's numbers for them), `inputs` (applied generalized forces and body wrenches),
+`fluid` and `mjcf_fluid` (MuJoCo's fluid forces as body wrenches; an MJCF file's fluid), `ball_limits` (ranges
+of ball joints as rows),
 `integrators`, `stepping` (state, step,
 rollout), `symplectic` (implicit midpoint and generalized leapfrog on canonical momenta).
 """
 
 from jaxmb.sim.actuators import intvelocity, motor, position, velocity
 from jaxmb.sim.collision import Contacts
+from jaxmb.sim.fluid import Fluid
 from jaxmb.sim.geometry import Geometry, Pairs, box, capsule, plane, sphere
 from jaxmb.sim.impedance import Impedance, with_mujoco_impedance
 from jaxmb.sim.mjcf import Keyframe, MjcfScene, load_mjcf_scene
@@ -38,7 +41,7 @@ from jaxmb.sim.symplectic import PhasePoint, generalized_leapfrog, implicit_midp
 from jaxmb.sim.urdf_collision import urdf_geometry
 
 __all__ = [
-    "CONTACT_MODELS", "ContactState", "Contacts", "Geometry", "INTEGRATORS", "Impedance", "Keyframe", "LOOPS_OPEN", "MjcfScene",
+    "CONTACT_MODELS", "ContactState", "Contacts", "Fluid", "Geometry", "INTEGRATORS", "Impedance", "Keyframe", "LOOPS_OPEN", "MjcfScene",
     "NONFINITE_CONTROL", "NONFINITE_STATE", "Pairs", "PhasePoint", "SOLVERS", "Scene", "State", "StepRecord", "box", "capsule",
     "contact_forces", "failures", "generalized_leapfrog", "implicit_midpoint", "intvelocity",
     "init_state", "inspect_step", "load_mjcf_scene", "make_scene", "motor", "plane", "position", "residuals", "rollout", "sphere",

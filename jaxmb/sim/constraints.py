@@ -87,7 +87,13 @@ def gauss_seidel_forces(scene, model, q, qd, dt, warm, kin, ab, rows: Rows) -> C
     cap = scene.options.limit_rows
     joint = rows.joints
     if cap is None:
-        J, A = row_space(scene, model, q, kin.T, con, ab, joint)
+        coordinate_rows, general = split(joint, int(np.sum(np.asarray(joint.coordinate) >= 0)))
+        if con is not None or coordinate_rows.J.shape[0]:
+            J, A = row_space(scene, model, q, kin.T, con, ab, coordinate_rows)
+        else:
+            J, A = jnp.zeros((0, qd.shape[0]), dtype), jnp.zeros((0, 0), dtype)
+        if general.J.shape[0]:  # rows on several coordinates (a ball joint's range): by the factored solve
+            J, A = with_rows_by_solve(model, kin.X, ab, J, A, general.J)
         p0 = warm
         chosen_rows = joint
     else:  # the solver's rows: contacts, friction, then the chosen limits (`jaxmb.sim.joint_rows`)
@@ -143,6 +149,7 @@ def newton_forces(scene, model, q, qd, dt, warm, kin, ab, rows: Rows) -> Constra
             d_side = jnp.concatenate([cross3(placement.p[:, None, :], u), u], -1)  # (nc, 3, 6) = [r x u; u]
             d = jnp.einsum("cer,crk->cek", rows.edges, d_side).reshape(c, 6)
             body = tuple(b for b in sd.body for _ in range(rows.edges.shape[1]))
+    dense = dense or any(j < 0 for j in coordinate)  # a row on several coordinates is no one coordinate's armature
     if dense:
         M = ab.G.T @ mass_matrix(model.tree, q) @ ab.G if closed else mass_matrix(model, q)
         metric = DenseMetric(M)
@@ -162,14 +169,20 @@ def newton_forces(scene, model, q, qd, dt, warm, kin, ab, rows: Rows) -> Constra
 
 def _regularization(scene, model, q, ab, J, metric, dense, closed, coordinate, n_contact, elliptic):
     """jaxmb's softness ``R`` (n,) of the Newton solver's rows (`newton_forces`): ``regularization`` times a contact
-    row's diagonal of ``J M^-1 J*`` (a cone's three rows its normal's), a joint row's ``1/D`` of its coordinate."""
+    row's diagonal of ``J M^-1 J*`` (a cone's three rows its normal's), a joint row's ``1/D`` of its coordinate, a
+    row on several coordinates (``coordinate`` -1: a ball joint's range) its diagonal of ``J M^-1 J*``."""
+    coordinate = np.asarray(coordinate, int)
+    general = coordinate < 0
     if dense:
         Z = jax.scipy.linalg.solve_triangular(jnp.linalg.cholesky(metric.M), J[:n_contact].T, lower=True)
         contact_diag = jnp.sum(Z * Z, 0)
         D = articulated_inertias(model.tree, q).D if closed else ab.D  # the spanning tree's, for a closed loop
     else:
         contact_diag, D = metric.row_diagonal(), ab.D
-    joint_diag = 1.0 / D[np.asarray(coordinate, int), 0]
+    joint_diag = 1.0 / D[np.where(general, 0, coordinate), 0]
+    if np.any(general):  # on the dense metric (`newton_forces`)
+        J_g = J[n_contact:][general]
+        joint_diag = joint_diag.at[np.flatnonzero(general)].set(jnp.sum(J_g * metric.inverse(J_g.T).T, -1))
     if elliptic:
         contact_diag = jnp.repeat(contact_diag[::3], 3)
     return scene.contact.regularization * jnp.concatenate([contact_diag, joint_diag]) + jnp.finfo(J.dtype).tiny ** 0.5

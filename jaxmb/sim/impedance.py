@@ -63,6 +63,8 @@ class Impedance:
                            two geoms' bodies, summed (1/kg)
     dof_weight (nv,)       each coordinate's ``dof_invweight0``
     impratio ()            the ratio of a contact's frictional to normal impedance
+    ball_solref (nbl, 2), ball_solimp (nbl, 5), ball_margin (nbl,)      per limited ball joint
+                           (`Options.ball_limited`, `jaxmb.sim.ball_limits`)
     """
 
     contact_solref: jnp.ndarray
@@ -77,6 +79,9 @@ class Impedance:
     contact_weight: jnp.ndarray
     dof_weight: jnp.ndarray
     impratio: jnp.ndarray
+    ball_solref: jnp.ndarray
+    ball_solimp: jnp.ndarray
+    ball_margin: jnp.ndarray
 
     def replace(self, **changes) -> "Impedance":
         return dataclasses.replace(self, **changes)
@@ -167,6 +172,8 @@ def mujoco_rows(scene, dt, dist, u, mu, elliptic, limit_dist):
                      imp.dof_weight[fi], spring=False)
         D.append(1 / R)
         v_star.append(v)
+    if not D:
+        return jnp.zeros(0, dtype), jnp.zeros(0, dtype)
     return jnp.concatenate(D).astype(dtype), jnp.concatenate(v_star).astype(dtype)
 
 
@@ -196,11 +203,12 @@ def reference_weights(model, q0):
 
 
 def with_mujoco_impedance(scene, solref=SOLREF, solimp=SOLIMP, margin=0.0, gap=0.0, impratio=1.0, contact=None,
-                          limit=None, friction=None, contact_weight=None, dof_weight=None, q0=None):
+                          limit=None, friction=None, contact_weight=None, dof_weight=None, q0=None, ball=None):
     """``scene`` with MuJoCo's rows (module docstring): ``solref``, ``solimp``, ``margin`` and ``gap`` for every row
     (contacts' margins and gaps; limits' margins), replaced per row group by ``contact = (solref (nc, 2), solimp
     (nc, 5), margin (nc,), gap (nc,))``, ``limit = (solref (nl, 2), solimp (nl, 5), margin (nl,))`` and ``friction =
-    (solref (nf, 2), solimp (nf, 5))`` where given; ``contact_weight`` (nc,) and ``dof_weight`` (nv,) MuJoCo's
+    (solref (nf, 2), solimp (nf, 5))`` and ``ball = (solref (nbl, 2), solimp (nbl, 5), margin (nbl,))`` (the ranges of
+    ball joints) where given; ``contact_weight`` (nc,) and ``dof_weight`` (nv,) MuJoCo's
     ``invweight0`` (default: `reference_weights` at ``q0``, the neutral configuration by default, a slot's the sum
     of its two geoms' bodies'). The scene's
     solver must be ``"newton"``; an elliptic cone needs ``impratio`` 1 (its rows share one stiffness)."""
@@ -214,7 +222,7 @@ def with_mujoco_impedance(scene, solref=SOLREF, solimp=SOLIMP, margin=0.0, gap=0
                          "cone='pyramidal' takes any impratio")
     tree = scene.tree
     dtype = tree.mass.dtype
-    nc, nl, nf = scene.nc, len(options.limited), len(options.friction)
+    nc, nl, nf, nbl = scene.nc, len(options.limited), len(options.friction), len(options.ball_limited)
 
     def rows(n, value, width):
         return np.broadcast_to(np.asarray(value, float), (n, width) if width else (n,))
@@ -222,6 +230,7 @@ def with_mujoco_impedance(scene, solref=SOLREF, solimp=SOLIMP, margin=0.0, gap=0
     contact = contact or (rows(nc, solref, 2), rows(nc, solimp, 5), rows(nc, margin, 0), rows(nc, gap, 0))
     limit = limit or (rows(nl, solref, 2), rows(nl, solimp, 5), rows(nl, margin, 0))
     friction = friction or (rows(nf, solref, 2), rows(nf, solimp, 5))
+    ball = ball or (rows(nbl, solref, 2), rows(nbl, solimp, 5), rows(nbl, margin, 0))
     if contact_weight is None or dof_weight is None:
         q0 = neutral_configuration(tree) if q0 is None else q0
         body, dof = reference_weights(tree, jnp.asarray(q0, dtype))
@@ -233,7 +242,7 @@ def with_mujoco_impedance(scene, solref=SOLREF, solimp=SOLIMP, margin=0.0, gap=0
                 for g in (scene.pairs.contact_a, scene.pairs.contact_b):
                     contact_weight = contact_weight + body[geom_body[np.asarray(g, int)]]
         dof_weight = dof if dof_weight is None else dof_weight
-    numbers = [*contact, *limit, *friction, contact_weight, dof_weight, impratio]
+    numbers = [*contact, *limit, *friction, contact_weight, dof_weight, impratio, *ball]
     for x in numbers:
         if not np.all(np.isfinite(np.asarray(x, float))):
             raise ModelError(f"MuJoCo's constraint numbers must be finite, got {np.asarray(x).tolist()}")

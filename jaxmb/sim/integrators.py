@@ -215,7 +215,7 @@ def rk4(scene, q, qd, ctrl, dt, warm, applied=Applied()) -> Advance:
             s = start(scene, model, q_s, v_s, ctrl, dt, warm, applied, turning=not closed) if s is None else s
             qd_s = s.free.G @ v_s if closed else v_s  # a closed loop's embedding G
             return configuration_rate(tree, q_s, qd_s), solved(s, v_s)
-        kin = kinematics(scene, q_s) if compliant or applied.xfrc is not None else None
+        kin = kinematics(scene, q_s) if compliant or applied.xfrc is not None or scene.fluid is not None else None
         act = actuation(scene, model, q_s, v_s, ctrl, applied, None if kin is None else kin.T)
         f_ext = cf.f_ext
         if compliant:

@@ -21,7 +21,8 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   activation, not ``actearly``, with ``actrange`` where ``actlimited``.
 * joint damping ``dof_damping`` and friction loss ``dof_frictionloss`` per degree of freedom; the linear springs
   of hinge and slide joints, ``jnt_stiffness`` about ``qpos_spring`` (`jaxmb.sim.actuators.JointTerms`), unless the
-  model disables springs; joint limits (in the model) enforced unless the model disables them; the integrator
+  model disables springs; joint limits (in the model) and the ranges of ball joints (``max(range)`` of the
+  rotation angle, `jaxmb.sim.ball_limits`) enforced unless the model disables them; the integrator
   (``Euler`` -> ``"euler"``, or ``"implicitfast"`` where joints have damping, which MuJoCo's Euler takes
   implicitly unless the model disables ``eulerdamp``; ``RK4`` -> ``"rk4"``; ``implicitfast`` -> ``"implicitfast"``;
   ``implicit``, whose derivatives of the Coriolis forces the scene does not take, is refused: category
@@ -29,6 +30,9 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   ``tolerance``, and its problem: MuJoCo's PGS, CG and Newton solvers solve one convex problem, jaxmb's
   ``solver="newton"`` with the file's friction ``cone`` and MuJoCo's soft constraints with the file's numbers
   (`jaxmb.sim.mjcf_impedance`; a closed-loop scene steps with ``solver="pgs"``); the time step ``dt``.
+* the fluid (``density``, ``viscosity``, ``wind``, ``fluidshape``, ``fluidcoef``): MuJoCo's inertia-box and
+  ellipsoid models (`jaxmb.sim.mjcf_fluid`), explicit in every integrator; under ``implicit`` and
+  ``implicitfast``, which differentiate them, refused unless ``drop`` names ``"integrator"``.
 * the initial configuration ``qpos0`` (``Scene.q0``) and the keyframes in jaxmb's coordinates (`Keyframe`;
   `MjcfScene.init_state` and `MjcfScene.init_ctrl` reset to them as ``mj_resetDataKeyframe`` does).
 * equality constraints that close a loop of one-degree-of-freedom joints, as constraints of a
@@ -68,6 +72,7 @@ from jaxmb.loops import close_loops, coupling, explicit, loop_closure
 from jaxmb.sim.actuators import motor, position, velocity
 from jaxmb.sim.closed_loops import is_closed, project, spanning_tree
 from jaxmb.sim.geometry import box, capsule, plane, sphere
+from jaxmb.sim.mjcf_fluid import mjcf_fluid
 from jaxmb.sim.mjcf_impedance import mujoco_impedance
 from jaxmb.sim.scene import Scene, make_scene
 from jaxmb.sim.stepping import init_state
@@ -85,10 +90,9 @@ _THINNEST = 1e-6  # half size given to a flat mesh's bounding box along its flat
 
 CATEGORIES = {
     "springs": "joint springs (stiffness)",
-    "ball ranges": "ranges of ball joints",
     "gravcomp": "gravity compensation of bodies",
     "mocap": "mocap bodies (welded to the world at their pose in the file)",
-    "fluid": "fluid forces (density, viscosity)",
+    "fluid": "fluid forces the scene cannot take as MuJoCo does (an inertia box merged with welded bodies)",
     "armature": "armature of actuators that drive no single hinge or slide",
     "tendons": "tendons",
     "flexes": "flexes",
@@ -119,8 +123,8 @@ option, with what it covers."""
 INERT = frozenset(("sensors", "cameras", "lights", "skins", "custom data", "hfield assets", "disabled"))
 """The categories that change no motion: listed in `MjcfScene.left_out`, never refused."""
 
-_NOT_LOADED = (("joint springs", "springs"), ("ranges of ball joints", "ball ranges"),
-               ("gravity compensation", "gravcomp"), ("mocap bodies", "mocap"), ("fluid forces", "fluid"),
+_NOT_LOADED = (("joint springs", "springs"), ("gravity compensation", "gravcomp"), ("mocap bodies", "mocap"),
+               ("fluid forces", "fluid"),
                ("armature of actuators", "armature"), ("tendons", "tendons"), ("flexes", "flexes"),
                ("sensors", "sensors"), ("height fields", "hfield assets"), ("skins", "skins"),
                ("cameras", "cameras"), ("lights", "lights"), ("plugins", "plugins"), ("custom data", "custom data"))
@@ -231,7 +235,9 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
     names = mujoco_names(mj)
     off = _disabled(mujoco, mj)
     left = [LeftOut(_not_loaded_category(e), e) for e in not_loaded(mj, names)
-            if not e.startswith("equality constraints")]
+            if not e.startswith(("equality constraints", "fluid forces", "ranges of ball joints"))]
+    fluid, fluid_left = mjcf_fluid(mj, tree, m, names)
+    left += [LeftOut("fluid", e) for e in fluid_left]
 
     geoms, geom_ids, geom_names = _geoms(mj, tree, m, left)
     chosen = [] if off["contact"] else contact_pairs(mj)
@@ -265,6 +271,10 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
                                                        damped)
                                 + " (the scene steps with \"implicitfast\", which takes them implicitly, as it "
                                 "takes the joints' damping)"))
+    if fluid is not None and int(mj.opt.integrator) in (2, 3) and "integrator" not in make_scene_options:
+        left.append(LeftOut("integrator", f"the {_enum_name(mujoco.mjtIntegrator(int(mj.opt.integrator)))} "
+                                          "integrator's derivative of the fluid forces (the scene takes them "
+                                          "explicitly)"))
     solver, why = _solver(mujoco, mj, is_closed(model), make_scene_options)
     if impedance == "mujoco" and solver == "newton" and make_scene_options.get("contact", "constraint") == "constraint":
         left = [e for e in left if e.category != "margins"]  # MuJoCo's soft constraints take them
@@ -274,7 +284,7 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
                    frictionloss=frictionloss, spring_stiffness=spring_stiffness, spring_reference=spring_reference,
                    limits=not off["limit"], integrator=integrator,
                    iterations=int(mj.opt.iterations), tolerance=float(mj.opt.tolerance), solver=solver,
-                   q0=_qpos0(mujoco, mj, m, model, source_name))
+                   q0=_qpos0(mujoco, mj, m, model, source_name), fluid=fluid, ball_ranges=_ball_ranges(mj, m))
     if solver == "newton":  # MuJoCo's problem: the file's friction cone
         options["cone"] = _cone(mujoco, mj)
     options.update(make_scene_options)
@@ -606,6 +616,14 @@ def _per_coordinate(mj, m, values, what, names, left, coulomb=False):
     if odd:
         left.append(_listing(f"{what} of the translation of free joints (applied along the body's axes)", odd))
     return out
+
+
+def _ball_ranges(mj, m):
+    """{jaxmb joint: angle} of the limited ball joints: MuJoCo's ``max(jnt_range)`` (radians), the one bound it
+    enforces (`jaxmb.sim.ball_limits`); None where none is limited."""
+    out = {m.joint_names[j]: float(np.max(mj.jnt_range[j])) for j in range(mj.njnt)
+           if JOINT_TYPES[mj.jnt_type[j]] == "ball" and mj.jnt_limited[j]}
+    return out or None
 
 
 def _springs(mj, m):

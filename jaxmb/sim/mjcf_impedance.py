@@ -6,8 +6,9 @@ explicit ``<pair>``'s own ``solref``, ``solimp``, ``margin`` and ``gap``; else t
 weighted by ``solmix_1 / (solmix_1 + solmix_2)``, a direct ``solref`` the smaller of each number). The margin is
 the installed MuJoCo's: from MuJoCo 4 the sum of the two geoms' margins (a pair's own margin), gaps unused; before
 it the larger margin less the larger gap (a pair's margin less its gap). Each slot's inverse inertia is the translational ``body_invweight0`` of its two geoms'
-bodies; a limited coordinate takes its joint's ``jnt_solref``, ``jnt_solimp`` and ``jnt_margin``, a joint-friction
-row its degree of freedom's ``dof_solref`` and ``dof_solimp``; every coordinate its ``dof_invweight0``; the scene
+bodies; a limited coordinate and a ball joint's range take the joint's ``jnt_solref``, ``jnt_solimp`` and
+``jnt_margin``, a joint-friction row its degree of freedom's ``dof_solref`` and ``dof_solimp``; every coordinate its
+``dof_invweight0``; the scene
 the file's ``opt.impratio``.
 """
 
@@ -79,5 +80,8 @@ def mujoco_impedance(mj, scene, mujoco_map, geom_ids):
                np.reshape(gap, (nc,)))
     limit = (mj.jnt_solref[joints].reshape(-1, 2), mj.jnt_solimp[joints].reshape(-1, 5), mj.jnt_margin[joints])
     friction = (mj.dof_solref[dofs].reshape(-1, 2), mj.dof_solimp[dofs].reshape(-1, 5))
+    balls = [int(mj.dof_jntid[dof_of[j]]) for _, j in scene.options.ball_limited]
+    ball = (mj.jnt_solref[balls].reshape(-1, 2), mj.jnt_solimp[balls].reshape(-1, 5), mj.jnt_margin[balls])
     return with_mujoco_impedance(scene, impratio=float(mj.opt.impratio), contact=contact, limit=limit,
-                                 friction=friction, contact_weight=np.reshape(weight, (nc,)), dof_weight=dof_weight)
+                                 friction=friction, contact_weight=np.reshape(weight, (nc,)), dof_weight=dof_weight,
+                                 ball=ball)

@@ -19,6 +19,7 @@ from jaxmb.model import pytree_dataclass
 from jaxmb.sim.actuators import Actuators, JointTerms, joint_terms
 from jaxmb.sim.actuators import actuators as gather_actuators
 from jaxmb.sim.closed_loops import is_closed, spanning_tree
+from jaxmb.sim.fluid import Fluid
 from jaxmb.sim.geometry import Geometry, Pairs, geometry, pairs
 from jaxmb.sim.impedance import Impedance
 
@@ -64,7 +65,8 @@ class Options:
     (`JOINT_FRICTION`), ``cone`` (`CONES`: the Newton solver's friction cone), ``limited`` (the velocity
     coordinates with position limits, as ``(q index, v index)`` pairs), ``friction`` (the velocity coordinates
     with Coulomb friction rows), ``limit_rows`` (the most limit rows a step solves, None: one per limited
-    coordinate; `jaxmb.sim.joint_rows`)."""
+    coordinate; `jaxmb.sim.joint_rows`), ``ball_limited`` (the ball joints with a range, as ``(q index, v index)``
+    of their quaternion and first velocity coordinate; `jaxmb.sim.ball_limits`)."""
 
     integrator: str = "implicit"
     contact: str = "constraint"
@@ -76,6 +78,7 @@ class Options:
     limited: tuple = ()
     friction: tuple = ()
     limit_rows: int | None = None
+    ball_limited: tuple = ()
 
 
 @pytree_dataclass
@@ -85,7 +88,10 @@ class Scene:
     for a scene without contact. ``q0`` (nq,) is the configuration `jaxmb.sim.init_state` starts from by default
     (MuJoCo's ``qpos0``): a leaf, so that a batch of scenes can start from a batch of configurations. ``impedance``
     holds MuJoCo's constraint numbers where the Newton solver's rows are MuJoCo's soft constraints
-    (`jaxmb.sim.impedance`), None for jaxmb's rule (``timeconst``, ``regularization``)."""
+    (`jaxmb.sim.impedance`), None for jaxmb's rule (``timeconst``, ``regularization``). ``fluid`` is the medium whose
+    drag and lift act on the bodies (`jaxmb.sim.fluid`), None for none. ``ball_ranges`` (nbl,) is the largest
+    rotation angle (radians) of each ball joint of ``options.ball_limited`` (`jaxmb.sim.ball_limits`), None for
+    none."""
 
     model: object
     geometry: Geometry | None
@@ -96,6 +102,8 @@ class Scene:
     impedance: Impedance | None = None
     pairs: Pairs | None = field(default=None, metadata=dict(static=True))
     options: Options = field(default=Options(), metadata=dict(static=True))
+    fluid: Fluid | None = None
+    ball_ranges: jnp.ndarray | None = None
 
     @property
     def tree(self):
@@ -116,11 +124,11 @@ class Scene:
     def rows(self) -> int:
         """Rows of the constraint impulses a `jaxmb.sim.State` keeps: three per contact slot of the constraint model
         (normal and two tangents; four pyramid edges with ``cone="pyramidal"``), one per limited coordinate, one per
-        coordinate with Coulomb friction (constraint option). With ``limit_rows`` the solver takes that many of the
-        limit rows a step."""
+        coordinate with Coulomb friction (constraint option), one per ball joint with a range. With ``limit_rows``
+        the solver takes that many of the limit rows a step."""
         per_contact = 4 if self.options.cone == "pyramidal" else 3
         contact = per_contact * self.nc if self.options.contact == "constraint" else 0
-        return contact + len(self.options.limited) + len(self.options.friction)
+        return contact + len(self.options.limited) + len(self.options.friction) + len(self.options.ball_limited)
 
     def replace(self, **changes) -> "Scene":
         return dataclasses.replace(self, **changes)
@@ -130,7 +138,8 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
                damping=None, frictionloss=None, spring_stiffness=None, spring_reference=None,
                joint_friction="constraint", limits=True, contact="constraint",
                integrator="implicit", iterations=30, tolerance=1e-10, limit_rows=None, stiffness=2e5, dissipation=2.0,
-               slip_velocity=1e-3, timeconst=0.02, regularization=None, solver="pgs", cone="elliptic", q0=None):
+               slip_velocity=1e-3, timeconst=0.02, regularization=None, solver="pgs", cone="elliptic", q0=None,
+               fluid=None, ball_ranges=None):
     """Build and check a `Scene` (module docstring) of ``model``, a `jaxmb.Model` or a closed-loop
     `jaxmb.loops.LoopModel`, whose geometry, actuators, damping and limits sit on its spanning tree
     (`jaxmb.sim.closed_loops`).
@@ -151,8 +160,11 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     tolerance: the solver stops earlier once a sweep (step) changes no impulse (velocity) by more than this
     fraction of the largest (floored at the working precision's round-off); regularization: None for the solver's
     default (`REGULARIZATION`); q0: the initial configuration (nq,) of `jaxmb.sim.init_state` (None: the model's
-    neutral configuration; a closed-loop scene's is projected onto its loops when a state starts from it); the
-    rest: `ContactParams`.
+    neutral configuration; a closed-loop scene's is projected onto its loops when a state starts from it); fluid:
+    a `jaxmb.sim.fluid.Fluid` on the spanning tree's bodies (`jaxmb.sim.fluid.fluid`), taken explicitly by every
+    integrator; ball_ranges: {ball joint name: the largest angle (radians) its rotation may reach}, enforced
+    with ``limits`` by one row each (`jaxmb.sim.ball_limits`; a tree only, every limit row each step); the rest:
+    `ContactParams`.
     """
     if integrator not in INTEGRATORS:
         raise ModelError(f"unknown integrator {integrator!r}; choose one of {INTEGRATORS}")
@@ -191,6 +203,7 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
         pair_table = None
     joints = joint_terms(tree, damping, frictionloss, spring_stiffness, spring_reference)
     limited = _limited_coordinates(tree) if limits else ()
+    ball_limited, ball_angles = _ball_limits(model, ball_ranges, limits, limit_rows) if ball_ranges else ((), None)
     if limit_rows is not None:
         if isinstance(limit_rows, bool) or int(limit_rows) != limit_rows or limit_rows < 1:
             raise ModelError(f"limit_rows must be a positive integer (or None: a row for every limited coordinate), "
@@ -211,12 +224,40 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
         raise ModelError(f"q0 must have shape ({tree.nq},), the nq of model {model.name!r}, got {q0.shape}")
     params = ContactParams(**{k: jnp.asarray(v, dtype) for k, v in numbers.items()})
     options = Options(integrator, contact, int(iterations), float(tolerance), solver, joint_friction, cone,
-                      limited, friction, limit_rows)
+                      limited, friction, limit_rows, ball_limited)
     acts = gather_actuators(tree, actuators)
     if acts.na and integrator == "rk4":
         raise ModelError(f"actuators with activation dynamics {[acts.names[i] for i in acts.stateful]} step with the "
                          "'euler', 'implicit' or 'implicitfast' integrator, not 'rk4'")
-    return Scene(model, geo, acts, joints, params, q0.astype(dtype), None, pair_table, options)
+    ball_angles = None if ball_angles is None else jnp.asarray(ball_angles, dtype)
+    return Scene(model, geo, acts, joints, params, q0.astype(dtype), None, pair_table, options, fluid, ball_angles)
+
+
+def _ball_limits(model, ball_ranges, limits, limit_rows):
+    """``(ball_limited, angles)`` (`Options.ball_limited`, (nbl,)) of `make_scene`'s ``ball_ranges``, checked, in
+    the model's body order; ``((), None)`` without ``limits``."""
+    tree = spanning_tree(model)
+    if is_closed(model):
+        raise ModelError(f"ball_ranges: the closed-loop scene of {model.name!r} takes no ranges of ball joints")
+    if limit_rows is not None:
+        raise ModelError("ball_ranges: limit_rows caps the coordinate limits; leave it at None with ranges of ball "
+                         "joints")
+    unknown = [j for j in ball_ranges if j not in tree.joint_names]
+    if unknown:
+        raise ModelError(f"ball_ranges: model {tree.name!r} has no joints {unknown}")
+    out, angles = [], []
+    for k in sorted(tree.joint_index(j) for j in ball_ranges):
+        name, kind = tree.joint_names[k], tree.topology.kinds[k]
+        if kind != "spherical":
+            raise ModelError(f"ball_ranges: joint {name!r} is a {kind} joint, not a ball (spherical) joint")
+        angle = float(ball_ranges[name])
+        if not np.isfinite(angle) or angle < 0:
+            raise ModelError(f"ball_ranges: joint {name!r} needs a finite, non-negative angle, got {angle!r}")
+        out.append((int(tree.topology.q_offset[k]), int(tree.topology.v_offset[k])))
+        angles.append(angle)
+    if not limits:
+        return (), None
+    return tuple(out), np.asarray(angles, float)
 
 
 def _limited_coordinates(model):

@@ -2,7 +2,7 @@
 the stages after it:
 
     kinematics   joint poses ``X``, body poses ``T``, the contact slots of the narrow phase   (`kinematics`)
-    actuation    actuator and passive joint forces, applied generalized forces and body wrenches (`actuation`)
+    actuation    actuator and passive joint forces, applied generalized forces and body wrenches, fluid forces
     free motion  one articulated-body pass: free accelerations, body velocities, factors ``G, D`` (`free_motion`)
 
 then the constraint rows and their solve (`jaxmb.sim.constraints.constraint_forces`), then the integrator's update
@@ -25,6 +25,7 @@ from jaxmb.sim.closed_loops import is_closed, loop_factors
 from jaxmb.sim.collision import Contacts
 from jaxmb.sim.constraints import ConstraintForces, constraint_forces
 from jaxmb.sim.contact_frames import contacts
+from jaxmb.sim.fluid import with_fluid
 from jaxmb.sim.inputs import Applied, with_applied
 from jaxmb.spatial import Transform, cross3
 
@@ -62,16 +63,18 @@ def joint_forces(scene, q, qd, ctrl):
 
 
 def actuation(scene, model, q, v, ctrl, applied: Applied, T) -> Actuation:
-    """`Actuation` at ``(q, v)`` under the controls ``ctrl`` and the `jaxmb.sim.inputs.Applied` inputs, whose body
-    wrenches act at the body poses ``T`` (None without them): ``v`` is ``qd`` for a tree, the independent velocities
+    """`Actuation` at ``(q, v)`` under the controls ``ctrl``, the `jaxmb.sim.inputs.Applied` inputs and the scene's
+    fluid (`jaxmb.sim.fluid`), whose body wrenches act at the body poses ``T`` (None without either): ``v`` is ``qd`` for a tree, the independent velocities
     ``yd`` of a closed-loop ``model``, whose forces are taken to them by its embedding ``G``."""
     f_applied = with_applied(None, scene.tree, T, applied)
     if not is_closed(model):
         tau = joint_forces(scene, q, v, ctrl)
+        f_applied = with_fluid(f_applied, scene, scene.tree, T, q, v)
         return Actuation(tau if applied.qfrc is None else tau + applied.qfrc, v, f_applied)
     G = embedding_matrix(model, q)
     qd = G @ v
     tau = joint_forces(scene, q, qd, ctrl)
+    f_applied = with_fluid(f_applied, scene, scene.tree, T, q, qd)
     return Actuation(G.T @ (tau if applied.qfrc is None else tau + applied.qfrc), qd, f_applied)
 
 
