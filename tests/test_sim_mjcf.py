@@ -796,17 +796,20 @@ def test_files_solver_tolerance_and_cone_map(option, cone, tolerance, iterations
     assert (o.solver, o.cone, o.tolerance, o.iterations) == ("pgs", "elliptic", 1e-9, 2) and "passed" in s.solver
 
 
-PARTS = {"tendons": ('<tendon><fixed name="cable"><joint joint="a" coef="1"/></fixed></tendon>', "'cable'"),
+PARTS = {"spatial tendons": ('<worldbody><site name="s0"/></worldbody><tendon><spatial name="cable"><site site="s0"/>'
+                           '<site site="s1"/></spatial></tendon>', "'cable'"),
          "fluid": ('<option density="1.2"/>', "density 1.2")}
 
 
 @pytest.mark.parametrize("category", PARTS)
 def test_a_tendon_or_fluid_forces_are_refused_unless_dropped(category):
-    """A file with a tendon (with fluid forces) is a `ModelError` naming the source, the tendon (the density) and
-    the option that drops it; with that option the scene builds, warns once and lists it in ``left_out``."""
+    """A file with a spatial tendon (with fluid forces) is a `ModelError` naming the source, the tendon (the
+    density) and the option that drops it; with that option the scene builds, warns once and lists it in
+    ``left_out``."""
     part, element = PARTS[category]
     source = ('<mujoco model="part">' + part + '<worldbody><body><joint name="a" axis="0 1 0"/>'
-              '<geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.02"/></body></worldbody></mujoco>')
+              '<site name="s1" pos="0 0 -0.3"/><geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.02"/></body>'
+              '</worldbody></mujoco>')
     with pytest.raises(ModelError, match=rf"^<mjcf string>: .*{element}.*\(drop '{category}'\)\. Pass "
                                          rf"load_mjcf_scene\(\.\.\., drop=\('{category}',\)\)"):
         load_mjcf_scene(source)

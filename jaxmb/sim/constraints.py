@@ -52,6 +52,8 @@ from jaxmb.sim.joint_rows import (
     target_velocity,
 )
 from jaxmb.sim.newton import DenseMetric, TreeMetric
+from jaxmb.sim.tendons import dense_rows, implicit_mass, tendon_rows, with_tendon_diagonal, with_tendon_rows
+from jaxmb.sim.tendons import mujoco_rows as tendon_mujoco_rows
 from jaxmb.sim.newton import Problem as NewtonProblem
 from jaxmb.sim.newton import solution as newton_solution
 from jaxmb.sim.solver import Problem, solve
@@ -92,8 +94,9 @@ def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintFo
     tau_c = jnp.zeros(qd.shape[0], dtype)
     con, f_ext, force = contacts_and_compliant_forces(scene, T, ab, dtype)
     limits, frictions = limit_rows(scene, q, dt), friction_rows(scene, dt, dtype)
+    tendon = tendon_rows(scene, q, dt)  # after the joints' rows (`jaxmb.sim.tendons`)
     solve_contacts = nc and scene.options.contact == "constraint"
-    if not solve_contacts and not limits.J.shape[0] + frictions.J.shape[0]:
+    if not solve_contacts and not limits.J.shape[0] + frictions.J.shape[0] + tendon.J.shape[0]:
         return ConstraintForces(tau_c, f_ext, warm, force, con)
     c = 3 * nc if solve_contacts else 0
     qd_free = qd + dt * ab.qdd
@@ -101,6 +104,7 @@ def constraint_forces(scene, model, q, qd, tau, dt, warm, T, ab) -> ConstraintFo
     if cap is None:
         rows = concat(limits, frictions)
         J, A = row_space(scene, model, q, T, con if solve_contacts else None, ab, rows)
+        J, A, rows = with_tendon_rows(model, q, ab, J, A, rows, tendon)
         p0 = warm
     else:  # the solver's rows: contacts, friction, then the chosen limits (module docstring)
         n_limits, n_friction = limits.J.shape[0], frictions.J.shape[0]
@@ -144,14 +148,14 @@ def newton_forces(scene, model, q, qd, dt, warm, T, ab) -> ConstraintForces:
     its coordinate in the spanning tree."""
     dtype, tree, nc = qd.dtype, scene.tree, scene.nc
     con, f_ext, force = contacts_and_compliant_forces(scene, T, ab, dtype)
-    rows = joint_rows(scene, q, dt)
+    rows = concat(joint_rows(scene, q, dt), tendon_rows(scene, q, dt))  # tendons' rows last (`jaxmb.sim.tendons`)
     c = nc if nc and scene.options.contact == "constraint" else 0
     if not c and not rows.J.shape[0]:
         return ConstraintForces(jnp.zeros(qd.shape[0], dtype), f_ext, warm, force, con)
     closed = is_closed(model)
     on_y = (lambda J: J @ ab.G) if closed else (lambda J: J)  # rows on the step's velocities
     coordinate = tuple(int(j) for j in rows.coordinate)
-    J, d, v_star, body, dense = on_y(rows.J), jnp.zeros((0, 6), dtype), rows.v_star, (), closed
+    J, d, v_star, body, dense = on_y(rows.J), jnp.zeros((0, 6), dtype), rows.v_star, (), closed or dense_rows(scene)
     mu, elliptic = jnp.zeros(0, dtype), scene.options.cone == "elliptic"
     k = 3 if elliptic else 4  # rows per contact
     if c:
@@ -173,7 +177,8 @@ def newton_forces(scene, model, q, qd, dt, warm, T, ab) -> ConstraintForces:
             body = tuple(b for b in sd.body for _ in range(k))
     if dense:
         M = ab.G.T @ mass_matrix(model.tree, q) @ ab.G if closed else mass_matrix(model, q)
-        metric = DenseMetric(M)
+        extra = implicit_mass(scene, q, dt)  # the implicit integrators' tendon term
+        metric = DenseMetric(M if extra is None else M + extra)
     else:
         metric = TreeMetric(joint_poses(model, q), hinge_map(model), ab.G, ab.D, body_inertias(model),
                             model.armature, d, tree.topology, body, coordinate)
@@ -181,6 +186,10 @@ def newton_forces(scene, model, q, qd, dt, warm, T, ab) -> ConstraintForces:
         limit_dist = limit_distances(scene, q)[0] if scene.options.limited else None
         stiffness, v_star = mujoco_rows(scene, dt, con.dist if c else None, J @ qd, friction(scene) if c else None,
                                         elliptic, limit_dist)
+        if scene.tendons is not None and scene.tendons.rows:  # the tendons' rows, last
+            n = scene.tendons.rows
+            D_t, v_t = tendon_mujoco_rows(scene.tendons, q, dt, (J @ qd)[-n:])
+            stiffness, v_star = jnp.concatenate([stiffness, D_t]), jnp.concatenate([v_star, v_t])
     else:
         stiffness = 1.0 / _regularization(scene, model, q, ab, J, metric, dense, closed, coordinate, k * c, elliptic)
     lo, hi = rows.lo, rows.hi
@@ -204,6 +213,7 @@ def _regularization(scene, model, q, ab, J, metric, dense, closed, coordinate, n
     else:
         contact_diag, D = metric.row_diagonal(), ab.D
     joint_diag = 1.0 / D[np.asarray(coordinate, int), 0]
+    joint_diag = with_tendon_diagonal(joint_diag, metric, J[n_contact:], coordinate)  # tendon rows: no coordinate
     if elliptic:
         contact_diag = jnp.repeat(contact_diag[::3], 3)
     return scene.contact.regularization * jnp.concatenate([contact_diag, joint_diag]) + jnp.finfo(J.dtype).tiny ** 0.5

@@ -64,11 +64,12 @@ from jaxmb.io.mjcf import (
 )
 from jaxmb.io.mujoco import MujocoMap, mujoco_map
 from jaxmb.loops import close_loops, coupling, explicit, loop_closure
-from jaxmb.sim.actuators import motor, position, velocity
+from jaxmb.sim.actuators import motor, on_tendon, position, velocity
 from jaxmb.sim.closed_loops import is_closed, project, spanning_tree
 from jaxmb.sim.geometry import box, capsule, plane, sphere
 from jaxmb.sim.mjcf_impedance import mujoco_impedance
 from jaxmb.sim.scene import Scene, make_scene
+from jaxmb.sim.tendons import FixedTendon, TendonImpedance
 from jaxmb.sim.stepping import init_state
 
 GEOM_TYPES = {0: "plane", 1: "hfield", 2: "sphere", 3: "capsule", 4: "ellipsoid", 5: "cylinder", 6: "box",
@@ -88,7 +89,9 @@ CATEGORIES = {
     "mocap": "mocap bodies (welded to the world at their pose in the file)",
     "fluid": "fluid forces (density, viscosity)",
     "armature": "armature of actuators that drive no single hinge or slide",
-    "tendons": "tendons",
+    "tendons": "parts of fixed tendons the scene cannot build (armature, nonlinear springs or damping, actuator "
+               "force ranges)",
+    "spatial tendons": "spatial tendons (paths through sites, wrapping)",
     "flexes": "flexes",
     "plugins": "plugins",
     "height fields": "geoms on height fields that collide",
@@ -229,13 +232,15 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
     names = mujoco_names(mj)
     off = _disabled(mujoco, mj)
     left = [LeftOut(_not_loaded_category(e), e) for e in not_loaded(mj, names)
-            if not e.startswith("equality constraints")]
+            if not e.startswith(("equality constraints", "tendons"))]
+    tendon_specs, tendon_ids = _tendons(mujoco, mj, m, off, left)
+    tendon_names = {t: spec.name for t, spec in zip(tendon_ids, tendon_specs)}
 
     geoms, geom_ids, geom_names = _geoms(mj, tree, m, left)
     chosen = [] if off["contact"] else contact_pairs(mj)
     pairs = _scene_pairs(mj, chosen, geom_ids, geom_names, [g.body for g in geoms], left)
     actuator_left, damping_left = [], []
-    specs, actuator_ids = _actuators(mujoco, mj, names, off, actuator_left)
+    specs, actuator_ids = _actuators(mujoco, mj, names, off, actuator_left, tendon_names)
     left += [LeftOut("disabled" if off["actuation"] else "actuators", e) for e in actuator_left]
     damping = None if off["damper"] else _per_coordinate(mj, m, mj.dof_damping, "damping", names, damping_left)
     spring_stiffness, spring_reference = (None, None) if off["spring"] else _springs(mj, m)
@@ -257,7 +262,7 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
                                           "integrator (the scene steps with \"implicitfast\")"))
     elif integrator == "euler" and not off["eulerdamp"] and damping is not None and np.any(damping > 0):
         integrator = "implicitfast"  # MuJoCo's Euler takes the joints' damping implicitly
-        damped = [spec.name for spec in specs if spec.kv > 0]
+        damped = [spec.name for spec in specs if spec.kv > 0 and spec.transmission == "joint"]
         if damped:
             left.append(LeftOut("integrator", _listing("the Euler integrator's explicit velocity gains of actuators",
                                                        damped)
@@ -272,7 +277,8 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
                    frictionloss=frictionloss, spring_stiffness=spring_stiffness, spring_reference=spring_reference,
                    limits=not off["limit"], integrator=integrator,
                    iterations=int(mj.opt.iterations), tolerance=float(mj.opt.tolerance), solver=solver,
-                   q0=_qpos0(mujoco, mj, m, model, source_name))
+                   q0=_qpos0(mujoco, mj, m, model, source_name), tendons=tendon_specs,
+                   implicit_tendons=int(mj.opt.integrator) != int(mujoco.mjtIntegrator.mjINT_EULER))
     if solver == "newton":  # MuJoCo's problem: the file's friction cone
         options["cone"] = _cone(mujoco, mj)
     options.update(make_scene_options)
@@ -280,6 +286,7 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
         scene = make_scene(model, geoms, **options)
         if impedance == "mujoco" and scene.options.solver == "newton" and scene.options.contact == "constraint":
             scene = mujoco_impedance(mj, scene, m, geom_ids)
+            scene = tendon_impedance(mj, scene, tendon_ids)
         elif impedance not in ("mujoco", None):
             raise ModelError(f"impedance must be 'mujoco' (MuJoCo's soft constraints) or None (jaxmb's rule), got "
                              f"{impedance!r}")
@@ -508,7 +515,7 @@ def _scene_pairs(mj, chosen, geom_ids, names, bodies, left):
 # -- actuators ----------------------------------------------------------------------------------------------------
 
 
-def _actuators(mujoco, mj, names, off, left):
+def _actuators(mujoco, mj, names, off, left, tendon_names):
     """``(specs, MuJoCo ids)`` of the actuators the scene takes (module docstring); the others, each with why, go
     to ``left``."""
     if off["actuation"]:
@@ -519,7 +526,7 @@ def _actuators(mujoco, mj, names, off, left):
     specs, ids, dropped = [], [], []
     for a in range(mj.nu):
         label = mj.actuator(a).name or f"actuator{a}"
-        spec = _actuator(mujoco, mj, names, a, label, off)
+        spec = _actuator(mujoco, mj, names, a, label, off, tendon_names)
         if isinstance(spec, str):
             dropped.append(f"{label!r} ({spec})")
         else:
@@ -533,16 +540,20 @@ def _actuators(mujoco, mj, names, off, left):
     return specs, ids
 
 
-def _actuator(mujoco, mj, names, a, label, off):
-    """The `jaxmb.sim.actuators` spec of MuJoCo actuator ``a``, or why the scene cannot take it (a string)."""
+def _actuator(mujoco, mj, names, a, label, off, tendon_names):
+    """The `jaxmb.sim.actuators` spec of MuJoCo actuator ``a``, or why the scene cannot take it (a string);
+    ``tendon_names`` {MuJoCo tendon: name} of the scene's tendons."""
     trn, dyn = int(mj.actuator_trntype[a]), int(mj.actuator_dyntype[a])
     gaintype, biastype = int(mj.actuator_gaintype[a]), int(mj.actuator_biastype[a])
-    if trn not in (mujoco.mjtTrn.mjTRN_JOINT, mujoco.mjtTrn.mjTRN_JOINTINPARENT):
-        return f"{_enum_name(mujoco.mjtTrn(trn))} transmission"
     j = int(mj.actuator_trnid[a, 0])
-    kind = JOINT_TYPES[mj.jnt_type[j]]
-    if kind not in ("hinge", "slide"):
-        return f"on the {kind} joint {names.joints[j]!r}"
+    on_a_tendon = trn == mujoco.mjtTrn.mjTRN_TENDON
+    if on_a_tendon:
+        if j not in tendon_names:
+            return f"on the tendon {mj.tendon(j).name or f'tendon{j}'!r}, which the scene leaves out"
+    elif trn not in (mujoco.mjtTrn.mjTRN_JOINT, mujoco.mjtTrn.mjTRN_JOINTINPARENT):
+        return f"{_enum_name(mujoco.mjtTrn(trn))} transmission"
+    elif JOINT_TYPES[mj.jnt_type[j]] not in ("hinge", "slide"):
+        return f"on the {JOINT_TYPES[mj.jnt_type[j]]} joint {names.joints[j]!r}"
     dyn_name = {mujoco.mjtDyn.mjDYN_NONE: "none", mujoco.mjtDyn.mjDYN_INTEGRATOR: "integrator",
                 mujoco.mjtDyn.mjDYN_FILTER: "filter", mujoco.mjtDyn.mjDYN_FILTEREXACT: "filterexact"}.get(dyn)
     if dyn_name is None:
@@ -568,22 +579,85 @@ def _actuator(mujoco, mj, names, a, label, off):
         if lo != -hi:
             return f"the asymmetric force range [{lo:g}, {hi:g}]"
         force_limit = abs(gear) * hi
-    joint = names.joints[j]
+    joint = tendon_names[j] if on_a_tendon else names.joints[j]
     common = dict(force_limit=force_limit, ctrl_range=ctrl_range, name=label)
     if not bias.any():
         spec = motor(joint, gear * gain, **common)
     elif bias[0] == 0 and bias[1] == -gain and bias[2] <= 0:
-        if mj.qpos0[mj.jnt_qposadr[j]] != 0:
+        if not on_a_tendon and mj.qpos0[mj.jnt_qposadr[j]] != 0:
             return f"a position servo on joint {joint!r}, whose reference position is not zero"
         spec = position(joint, gain, -bias[2], gear=gear, **common)
     elif bias[0] == 0 and bias[1] == 0 and bias[2] == -gain:
         spec = velocity(joint, gain, gear=gear, **common)
     else:
         return f"a general actuator (gain {gain:g}, bias {bias.tolist()}) that is no motor, position or velocity servo"
+    if on_a_tendon:  # its length the tendon's (MuJoCo's, qpos0 included: `jaxmb.sim.tendons`)
+        spec = on_tendon(spec, joint)
     if dyn_name == "none":
         return spec
     act_range = tuple(float(x) for x in mj.actuator_actrange[a]) if mj.actuator_actlimited[a] else (-np.inf, np.inf)
     return dataclasses.replace(spec, dyn=dyn_name, time_constant=float(mj.actuator_dynprm[a, 0]), act_range=act_range)
+
+
+# -- tendons ------------------------------------------------------------------------------------------------------
+
+
+def _tendons(mujoco, mj, m, off, left):
+    """``(specs, MuJoCo ids)``: the `jaxmb.sim.tendons.FixedTendon` of each fixed tendon (its joints' coefficients
+    ``wrap_prm``, its length at jaxmb's zero from ``qpos0``, ``tendon_range`` where limited, ``tendon_stiffness``
+    about ``tendon_lengthspring``, ``tendon_damping``, ``tendon_frictionloss``, each unless the file disables it);
+    the spatial tendons and what a fixed tendon has beyond these go to ``left``."""
+    specs, ids, spatial, beyond = [], [], [], []
+    taken = set()
+    for t in range(mj.ntendon):
+        label = unique(mj.tendon(t).name or f"tendon{t}", taken)
+        adr, num = int(mj.tendon_adr[t]), int(mj.tendon_num[t])
+        wraps = range(adr, adr + num)
+        if any(int(mj.wrap_type[w]) != int(mujoco.mjtWrap.mjWRAP_JOINT) for w in wraps):
+            spatial.append(label)
+            continue
+        parts = [what for what, x in (("armature", mj.tendon_armature[t]), ("stiffnesspoly", mj.tendon_stiffnesspoly[t]),
+                                      ("dampingpoly", mj.tendon_dampingpoly[t]),
+                                      ("actuatorfrcrange", mj.tendon_actfrclimited[t])) if np.any(x != 0)]
+        if parts:
+            beyond.append(f"{label!r} ({', '.join(parts)})")
+            continue
+        joints = {}
+        length0 = 0.0
+        for w in wraps:
+            j, coef = int(mj.wrap_objid[w]), float(mj.wrap_prm[w])
+            name = m.joint_names[j]
+            joints[name] = joints.get(name, 0.0) + coef
+            length0 += coef * float(mj.qpos0[mj.jnt_qposadr[j]])
+        limited = mj.tendon_limited[t] and not off["limit"]
+        specs.append(FixedTendon(
+            label, tuple(joints.items()), tuple(float(x) for x in mj.tendon_range[t]) if limited else (-np.inf, np.inf),
+            0.0 if off["spring"] else float(mj.tendon_stiffness[t]), tuple(float(x) for x in mj.tendon_lengthspring[t]),
+            0.0 if off["damper"] else float(mj.tendon_damping[t]),
+            0.0 if off["frictionloss"] else float(mj.tendon_frictionloss[t]), length0))
+        ids.append(t)
+    if spatial:
+        left.append(LeftOut("spatial tendons", _listing("spatial tendons (through sites, wrapping)", spatial)))
+    if beyond:
+        left.append(LeftOut("tendons", "fixed tendons " + ", ".join(beyond) + " (the whole tendon)"))
+    return specs, ids
+
+
+def tendon_impedance(mj, scene, tendon_ids):
+    """``scene`` with MuJoCo's numbers of its tendon rows (`jaxmb.sim.tendons.TendonImpedance`): each limited
+    tendon's ``tendon_solref_lim``, ``tendon_solimp_lim``, ``tendon_margin``, each tendon with friction's
+    ``tendon_solref_fri``, ``tendon_solimp_fri``, every tendon's ``tendon_invweight0``."""
+    ten = scene.tendons
+    if ten is None:
+        return scene
+    ids = np.asarray(tendon_ids, int)
+    li, fi = ids[np.asarray(ten.limited, int)], ids[np.asarray(ten.friction, int)]
+    numbers = (mj.tendon_solref_lim[li].reshape(-1, 2), mj.tendon_solimp_lim[li].reshape(-1, 5), mj.tendon_margin[li],
+               mj.tendon_solref_fri[fi].reshape(-1, 2), mj.tendon_solimp_fri[fi].reshape(-1, 5),
+               mj.tendon_invweight0[ids])
+    dtype = ten.coef.dtype
+    imp = TendonImpedance(*(jnp.asarray(np.asarray(x, float), dtype) for x in numbers))
+    return scene.replace(tendons=ten.replace(impedance=imp))
 
 
 # -- joints -------------------------------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from jaxmb.sim.actuators import actuators as gather_actuators
 from jaxmb.sim.closed_loops import is_closed, spanning_tree
 from jaxmb.sim.geometry import Geometry, Pairs, geometry, pairs
 from jaxmb.sim.impedance import Impedance
+from jaxmb.sim.tendons import Tendons, check_scene
+from jaxmb.sim.tendons import tendons as gather_tendons
 
 INTEGRATORS = ("euler", "implicit", "implicitfast", "rk4")
 CONTACT_MODELS = ("constraint", "compliant")
@@ -85,7 +87,8 @@ class Scene:
     for a scene without contact. ``q0`` (nq,) is the configuration `jaxmb.sim.init_state` starts from by default
     (MuJoCo's ``qpos0``): a leaf, so that a batch of scenes can start from a batch of configurations. ``impedance``
     holds MuJoCo's constraint numbers where the Newton solver's rows are MuJoCo's soft constraints
-    (`jaxmb.sim.impedance`), None for jaxmb's rule (``timeconst``, ``regularization``)."""
+    (`jaxmb.sim.impedance`), None for jaxmb's rule (``timeconst``, ``regularization``). ``tendons`` the fixed
+    tendons (`jaxmb.sim.tendons.Tendons`), None where there are none."""
 
     model: object
     geometry: Geometry | None
@@ -96,6 +99,7 @@ class Scene:
     impedance: Impedance | None = None
     pairs: Pairs | None = field(default=None, metadata=dict(static=True))
     options: Options = field(default=Options(), metadata=dict(static=True))
+    tendons: Tendons | None = None
 
     @property
     def tree(self):
@@ -116,11 +120,13 @@ class Scene:
     def rows(self) -> int:
         """Rows of the constraint impulses a `jaxmb.sim.State` keeps: three per contact slot of the constraint model
         (normal and two tangents; four pyramid edges with ``cone="pyramidal"``), one per limited coordinate, one per
-        coordinate with Coulomb friction (constraint option). With ``limit_rows`` the solver takes that many of the
-        limit rows a step."""
+        coordinate with Coulomb friction (constraint option), then the tendons' limit and friction rows
+        (`jaxmb.sim.tendons.tendon_rows`). With ``limit_rows`` the solver takes that many of the joints' limit rows
+        a step."""
         per_contact = 4 if self.options.cone == "pyramidal" else 3
         contact = per_contact * self.nc if self.options.contact == "constraint" else 0
-        return contact + len(self.options.limited) + len(self.options.friction)
+        tendon = 0 if self.tendons is None else self.tendons.rows
+        return contact + len(self.options.limited) + len(self.options.friction) + tendon
 
     def replace(self, **changes) -> "Scene":
         return dataclasses.replace(self, **changes)
@@ -130,7 +136,8 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
                damping=None, frictionloss=None, spring_stiffness=None, spring_reference=None,
                joint_friction="constraint", limits=True, contact="constraint",
                integrator="implicit", iterations=30, tolerance=1e-10, limit_rows=None, stiffness=2e5, dissipation=2.0,
-               slip_velocity=1e-3, timeconst=0.02, regularization=None, solver="pgs", cone="elliptic", q0=None):
+               slip_velocity=1e-3, timeconst=0.02, regularization=None, solver="pgs", cone="elliptic", q0=None,
+               tendons=(), implicit_tendons=True):
     """Build and check a `Scene` (module docstring) of ``model``, a `jaxmb.Model` or a closed-loop
     `jaxmb.loops.LoopModel`, whose geometry, actuators, damping and limits sit on its spanning tree
     (`jaxmb.sim.closed_loops`).
@@ -151,8 +158,11 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     tolerance: the solver stops earlier once a sweep (step) changes no impulse (velocity) by more than this
     fraction of the largest (floored at the working precision's round-off); regularization: None for the solver's
     default (`REGULARIZATION`); q0: the initial configuration (nq,) of `jaxmb.sim.init_state` (None: the model's
-    neutral configuration; a closed-loop scene's is projected onto its loops when a state starts from it); the
-    rest: `ContactParams`.
+    neutral configuration; a closed-loop scene's is projected onto its loops when a state starts from it);
+    tendons: `jaxmb.sim.tendons.fixed_tendon` specs, which actuators with ``transmission="tendon"`` drive
+    (`jaxmb.sim.actuators.on_tendon`); implicit_tendons: the implicit integrators take the tendons' damping and
+    their servos' gains into their step as MuJoCo's ``implicitfast`` (False: explicitly, as MuJoCo's Euler;
+    `jaxmb.sim.tendons`); the rest: `ContactParams`.
     """
     if integrator not in INTEGRATORS:
         raise ModelError(f"unknown integrator {integrator!r}; choose one of {INTEGRATORS}")
@@ -212,11 +222,13 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     params = ContactParams(**{k: jnp.asarray(v, dtype) for k, v in numbers.items()})
     options = Options(integrator, contact, int(iterations), float(tolerance), solver, joint_friction, cone,
                       limited, friction, limit_rows)
-    acts = gather_actuators(tree, actuators)
+    ten = gather_tendons(tree, tendons, bool(implicit_tendons)) if tendons else None
+    acts = gather_actuators(tree, actuators, ten)
     if acts.na and integrator == "rk4":
         raise ModelError(f"actuators with activation dynamics {[acts.names[i] for i in acts.stateful]} step with the "
                          "'euler', 'implicit' or 'implicitfast' integrator, not 'rk4'")
-    return Scene(model, geo, acts, joints, params, q0.astype(dtype), None, pair_table, options)
+    check_scene(ten, acts, model, options)
+    return Scene(model, geo, acts, joints, params, q0.astype(dtype), None, pair_table, options, ten)
 
 
 def _limited_coordinates(model):
