@@ -289,7 +289,7 @@ LEFT_OUT = """<mujoco model="left_out">
     </body>
   </worldbody>
   <contact><pair name="slippery" geom1="floor" geom2="arm" friction="0.3 0.3 0.005 0.0001 0.0001"/></contact>
-  <tendon><fixed name="cable"><joint joint="elbow" coef="1"/></fixed></tendon>
+  <tendon><fixed name="cable" armature="0.1"><joint joint="elbow" coef="1"/></fixed></tendon>
   <equality>
     <joint name="lock" joint1="finger"/>
     <connect name="later" body1="hand" body2="base" anchor="0 0 0" active="false"/>
@@ -316,8 +316,8 @@ def test_everything_left_out_is_refused_by_category_until_dropped():
     mesh, height field, torsional friction, margin), the explicit pair whose friction the scene cannot give, each
     actuator left out with why (a position servo on a joint with a reference position, a ball joint's motor,
     activation dynamics, an affine bias that is no servo, an asymmetric force range, a site transmission, an affine
-    gain), each equality left out (one that fixes a joint, an inactive one) and the tendon, each with the category
-    that drops it; dropping all but one category still refuses that one's elements, and only those. With
+    gain), each equality left out (one that fixes a joint, an inactive one) and the tendon with armature, each with
+    the category that drops it; dropping all but one category still refuses that one's elements, and only those. With
     ``drop="all"`` the scene builds: one warning names each, ``left_out`` lists them by category, and the one servo
     that maps stays, by its name. The margin is refused under jaxmb's softness rule (``impedance=None``); MuJoCo's
     soft constraints, the default, build it."""
@@ -332,7 +332,7 @@ def test_everything_left_out_is_refused_by_category_until_dropped():
     for category in REFUSED:
         assert f"drop {category!r}" in message, category
     assert f"drop={REFUSED!r}" in message  # the option that builds it
-    with pytest.raises(ModelError, match=r"tendons 'cable' \(drop 'tendons'\)\. Pass") as one:
+    with pytest.raises(ModelError, match=r"tendons 'cable' \(armature\) \(drop 'tendons'\)\. Pass") as one:
         load_mjcf_scene(LEFT_OUT, drop=REFUSED[1:], impedance=None)
     assert "'can'" not in str(one.value)
     s, caught = quietly(LEFT_OUT, drop="all", impedance=None)
@@ -796,8 +796,8 @@ def test_files_solver_tolerance_and_cone_map(option, cone, tolerance, iterations
     assert (o.solver, o.cone, o.tolerance, o.iterations) == ("pgs", "elliptic", 1e-9, 2) and "passed" in s.solver
 
 
-PARTS = {"spatial tendons": ('<worldbody><site name="s0"/></worldbody><tendon><spatial name="cable"><site site="s0"/>'
-                           '<site site="s1"/></spatial></tendon>', "'cable'"),
+PARTS = {"spatial tendons": (('<worldbody><site name="s0"/></worldbody><tendon><spatial name="cable"><site site="s0"/>'
+                            '<site site="s1"/></spatial></tendon>'), "'cable'"),
          "fluid": ('<option density="1.2"/>', "density 1.2")}
 
 

@@ -11,6 +11,7 @@ the two inner hinges (``0.5 j1 - 0.3 j2``, one with a ``ref``) with damping, dri
   soft constraints: Euler (tendon damping explicit) to 1e-9, implicitfast (the tendons' damping and the servo's
   velocity gain in the step, ``M + dt J* B J``) to 1e-12; each RK4 step along MuJoCo's trajectory is MuJoCo's to
   1e-11.
+* jaxmb's rule on both solvers: one step against the tendon's bound gives the closed-form impulse of one row.
 * The derivative of a short rollout with respect to a tendon's stiffness leaf equals central differences to 1e-7.
 * A spatial tendon is refused by name until ``drop="spatial tendons"``; bad tendons are `ModelError`s.
 """
@@ -179,6 +180,37 @@ def test_rk4_steps_are_mujocos_along_its_trajectory():
     assert_close(np.asarray(ours), np.asarray(theirs), 1e-11)
 
 
+@pytest.mark.parametrize("solver", ["pgs", "newton"])
+def test_a_tendon_limit_holds_the_arm_with_the_closed_form_impulse(solver):
+    """jaxmb's rule on either solver: at rest without gravity, the coupling tendon at its upper bound and a pushing
+    generalized force ``qfrc`` and the servo, one step's limit impulse is ``p = -J v_free / ((1 + regularization) J M^-1 J*)``
+    (one row in contact: both solvers' answer) with ``J = -J_t``, ``v_free = dt M^-1 tau``, from the dense
+    ``M`` (not the solvers' factored solve or walk), and the velocity after the step is ``v_free + M^-1 J* p``."""
+    from jaxmb.dynamics.mass import mass_matrix
+    from jaxmb.sim.integrators import applied_forces
+
+    mj = mujoco.MjModel.from_xml_string(ARM.format(integrator="Euler"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        s = sim.load_mjcf_scene(mj, impedance=None, solver=solver, integrator="euler")
+    sc = s.scene
+    sc = sc.replace(model=sc.model.replace(gravity=jnp.zeros(3)), tendons=sc.tendons.replace(
+        frictionloss=jnp.zeros(2)))
+    q = jnp.asarray(s.mujoco_map.qpos_to_q(np.array([0.1, 0.57, 0.1])))
+    assert_close(lengths(sc.tendons, q)[0], 0.5, 1e-15)
+    qfrc = jnp.asarray(s.mujoco_map.P @ np.array([0.0, 4.0, -1.0]))
+    ctrl = jnp.asarray([0.0, 2.0])  # the servo pulls the tendon past its bound
+    nxt = step(sc, sim.init_state(sc, q), ctrl, s.dt, qfrc)
+    tau = applied_forces(sc, q, jnp.zeros(3), ctrl) + qfrc
+    M_inv = np.linalg.inv(np.asarray(mass_matrix(sc.model, q)))
+    J = -np.asarray(moments(sc.tendons))[0]
+    v_free = s.dt * M_inv @ np.asarray(tau)
+    assert J @ v_free < -1e-3  # the free step would cross the bound
+    p = -(J @ v_free) / ((1 + float(sc.contact.regularization)) * (J @ M_inv @ J))
+    assert_close(nxt.impulse, [0.0, p, 0.0], 1e-12, scale=p)
+    assert_close(nxt.qd, v_free + M_inv @ J * p, 1e-12, scale=np.abs(v_free).max())
+
+
 def test_rollout_gradient_wrt_a_tendon_stiffness_is_central_differences():
     """Ten Euler steps from the engaged limit, the spring stretched past its dead band: the derivative of the final
     configuration with respect to the coupling tendon's stiffness leaf."""
@@ -218,7 +250,7 @@ def test_a_spatial_tendon_is_refused_by_name_until_dropped():
 
 
 def test_bad_tendons_and_tendon_actuators_are_model_errors():
-    mj, s = loaded()
+    _, s = loaded()
     model = s.scene.model
     with pytest.raises(ModelError, match="tendon 't'.*no joint|tendon 't'.*'nope'"):
         sim.make_scene(model, tendons=[fixed_tendon("t", {"nope": 1.0})])

@@ -6,12 +6,13 @@ file: geoms, pairs, actuators, options, keyframes, equality constraints), `actua
 passive joint terms), `constraints` (contact-space compliance on the operational-space sweeps, joint limits and
 friction, compliant contact), `solver` (the frictional contact problem by Gauss-Seidel sweeps), `newton` (MuJoCo's
 convex problem by Newton's method), `impedance` (MuJoCo's soft constraints as the Newton solver's rows),
-`mjcf_impedance` (an MJCF file's numbers for them), `inputs` (applied generalized forces and body wrenches),
+`mjcf_impedance` (an MJCF file's numbers for them), `tendons` (fixed tendons), `inputs` (applied generalized
+forces and body wrenches),
 `integrators`, `stepping` (state, step,
 rollout), `symplectic` (implicit midpoint and generalized leapfrog on canonical momenta).
 """
 
-from jaxmb.sim.actuators import intvelocity, motor, position, velocity
+from jaxmb.sim.actuators import intvelocity, motor, on_tendon, position, velocity
 from jaxmb.sim.collision import Contacts
 from jaxmb.sim.geometry import Geometry, Pairs, box, capsule, plane, sphere
 from jaxmb.sim.impedance import Impedance, with_mujoco_impedance
@@ -31,12 +32,14 @@ from jaxmb.sim.stepping import (
     step,
 )
 from jaxmb.sim.symplectic import PhasePoint, generalized_leapfrog, implicit_midpoint
+from jaxmb.sim.tendons import Tendons, fixed_tendon
 from jaxmb.sim.urdf_collision import urdf_geometry
 
 __all__ = [
     "CONTACT_MODELS", "ContactState", "Contacts", "Geometry", "INTEGRATORS", "Impedance", "Keyframe", "LOOPS_OPEN", "MjcfScene",
-    "NONFINITE_CONTROL", "NONFINITE_STATE", "Pairs", "PhasePoint", "SOLVERS", "Scene", "State", "box", "capsule",
-    "contact_forces", "failures", "generalized_leapfrog", "implicit_midpoint", "intvelocity",
-    "init_state", "load_mjcf_scene", "make_scene", "motor", "plane", "position", "residuals", "rollout", "sphere",
+    "NONFINITE_CONTROL", "NONFINITE_STATE", "Pairs", "PhasePoint", "SOLVERS", "Scene", "State", "Tendons", "box",
+    "capsule", "contact_forces", "failures", "fixed_tendon", "generalized_leapfrog", "implicit_midpoint",
+    "intvelocity", "init_state", "load_mjcf_scene", "make_scene", "motor", "on_tendon", "plane", "position",
+    "residuals", "rollout", "sphere",
     "step", "urdf_geometry", "velocity", "with_mujoco_impedance",
 ]

@@ -107,11 +107,13 @@ def velocity(joint, kv, force_limit=None, ctrl_range=None, gear=1.0, name=None) 
     return Actuator(joint, "velocity", gear, 0.0, kv, _limit(force_limit), _range(ctrl_range), 0, name)
 
 
-def on_tendon(actuator: Actuator, tendon) -> Actuator:
-    """``actuator`` (`motor`, `position`, `velocity`, `intvelocity` of any joint name) driving the fixed tendon
-    named ``tendon`` instead: its length and velocity are the tendon's, its force goes back through the tendon's
-    Jacobian row (module docstring). Named ``"<kind>:<tendon>"`` unless the actuator has a name."""
-    return dataclasses.replace(actuator, joint=tendon, coordinate=0, transmission="tendon")
+def on_tendon(actuator: Actuator, tendon=None) -> Actuator:
+    """``actuator`` (`motor`, `position`, `velocity`, `intvelocity`) driving the fixed tendon named ``tendon``
+    (None: the name it was given for its joint) instead of a joint: its length and velocity are the tendon's, its
+    force goes back through the tendon's Jacobian row (module docstring). Named ``"<kind>:<tendon>"`` unless the
+    actuator has a name."""
+    name = actuator.joint if tendon is None else tendon
+    return dataclasses.replace(actuator, joint=name, coordinate=0, transmission="tendon")
 
 
 def _limit(force_limit):

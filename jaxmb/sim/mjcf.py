@@ -13,8 +13,8 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   geoms whose ``contype`` and ``conaffinity`` bitmasks meet (``contype1 & conaffinity2 | contype2 & conaffinity1``)
   on different weld bodies, neither excluded by ``<exclude>`` nor, unless the model disables ``filterparent``, a
   body and its parent (neither the world); passed to `jaxmb.sim.make_scene` as ``pairs_include``.
-* actuators with a joint transmission on a hinge or slide, a fixed gain and no bias or an affine one that is a
-  motor (no bias), a position servo (``biasprm = [0, -kp, -kv]``) or a velocity servo (``biasprm = [0, 0,
+* actuators with a joint transmission on a hinge or slide, or a tendon transmission on a fixed tendon, a fixed
+  gain and no bias or an affine one that is a motor (no bias), a position servo (``biasprm = [0, -kp, -kv]``) or a velocity servo (``biasprm = [0, 0,
   -kv]``): `jaxmb.sim.motor`, `position`, `velocity` with MuJoCo's gear, ``ctrlrange`` where ``ctrllimited`` and
   ``forcerange`` (symmetric) where ``forcelimited``, named as in MuJoCo; with their activation dynamics where it is
   none, ``integrator`` (``intvelocity``), ``filter`` or ``filterexact`` (``position``'s ``timeconst``), one
@@ -28,6 +28,12 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   ``tolerance``, and its problem: MuJoCo's PGS, CG and Newton solvers solve one convex problem, jaxmb's
   ``solver="newton"`` with the file's friction ``cone`` and MuJoCo's soft constraints with the file's numbers
   (`jaxmb.sim.mjcf_impedance`; a closed-loop scene steps with ``solver="pgs"``); the time step ``dt``.
+* fixed tendons (`jaxmb.sim.tendons`, `_tendons`): their joints' coefficients, ranges where limited, dead-band
+  springs, damping and friction loss, and their rows' ``solref``, ``solimp``, margins and ``invweight0``
+  (`tendon_impedance`); actuators on them. MuJoCo's Euler takes tendon damping explicitly, its ``implicitfast`` into
+  the step (`jaxmb.sim.tendons.Tendons.implicit`). Spatial tendons are refused (``"spatial tendons"``), and so are
+  fixed tendons with armature, nonlinear or plastic springs, nonlinear damping or actuator force ranges
+  (``"tendons"``).
 * the initial configuration ``qpos0`` (``Scene.q0``) and the keyframes in jaxmb's coordinates (`Keyframe`;
   `MjcfScene.init_state` and `MjcfScene.init_ctrl` reset to them as ``mj_resetDataKeyframe`` does).
 * equality constraints that close a loop of one-degree-of-freedom joints, as constraints of a
@@ -89,8 +95,8 @@ CATEGORIES = {
     "mocap": "mocap bodies (welded to the world at their pose in the file)",
     "fluid": "fluid forces (density, viscosity)",
     "armature": "armature of actuators that drive no single hinge or slide",
-    "tendons": "parts of fixed tendons the scene cannot build (armature, nonlinear springs or damping, actuator "
-               "force ranges)",
+    "tendons": "fixed tendons with parts the scene cannot build (armature, nonlinear springs or damping, actuator "
+               "force ranges, plastic springs)",
     "spatial tendons": "spatial tendons (paths through sites, wrapping)",
     "flexes": "flexes",
     "plugins": "plugins",
@@ -616,9 +622,11 @@ def _tendons(mujoco, mj, m, off, left):
         if any(int(mj.wrap_type[w]) != int(mujoco.mjtWrap.mjWRAP_JOINT) for w in wraps):
             spatial.append(label)
             continue
-        parts = [what for what, x in (("armature", mj.tendon_armature[t]), ("stiffnesspoly", mj.tendon_stiffnesspoly[t]),
+        parts = [what for what, x in (("armature", mj.tendon_armature[t]),
+                                      ("stiffnesspoly", mj.tendon_stiffnesspoly[t]),
                                       ("dampingpoly", mj.tendon_dampingpoly[t]),
-                                      ("actuatorfrcrange", mj.tendon_actfrclimited[t])) if np.any(x != 0)]
+                                      ("actuatorfrcrange", mj.tendon_actfrclimited[t]),
+                                      ("springyield", mj.tendon_springyield[t])) if np.any(x != 0)]
         if parts:
             beyond.append(f"{label!r} ({', '.join(parts)})")
             continue
@@ -639,7 +647,7 @@ def _tendons(mujoco, mj, m, off, left):
     if spatial:
         left.append(LeftOut("spatial tendons", _listing("spatial tendons (through sites, wrapping)", spatial)))
     if beyond:
-        left.append(LeftOut("tendons", "fixed tendons " + ", ".join(beyond) + " (the whole tendon)"))
+        left.append(LeftOut("tendons", "fixed tendons " + ", ".join(beyond)))
     return specs, ids
 
 

@@ -146,7 +146,6 @@ def tendons(model, specs, implicit=True) -> Tendons:
     ``implicit``: a `ModelError` names the tendon whose joint is missing or not a hinge or slide, whose
     coefficients or numbers are not finite, whose stiffness, damping or friction is negative, or whose range or
     dead band is not ordered."""
-    topo = model.topology
     coef, tendon, q_index, v_index, rows, names = [], [], [], [], [], []
     for t, s in enumerate(specs):
         where = f"tendon {s.name!r}"
