@@ -52,7 +52,14 @@ from jaxmb.sim.joint_rows import (
     target_velocity,
 )
 from jaxmb.sim.newton import DenseMetric, TreeMetric
-from jaxmb.sim.tendons import dense_rows, implicit_mass, tendon_rows, with_tendon_diagonal, with_tendon_rows
+from jaxmb.sim.tendons import (
+    dense_rows,
+    tendon_mass,
+    tendon_rows,
+    with_tendon_diagonal,
+    with_tendon_rows,
+    with_tendon_rows_after,
+)
 from jaxmb.sim.tendons import mujoco_rows as tendon_mujoco_rows
 from jaxmb.sim.newton import Problem as NewtonProblem
 from jaxmb.sim.newton import solution as newton_solution
@@ -148,7 +155,7 @@ def newton_forces(scene, model, q, qd, dt, warm, T, ab) -> ConstraintForces:
     its coordinate in the spanning tree."""
     dtype, tree, nc = qd.dtype, scene.tree, scene.nc
     con, f_ext, force = contacts_and_compliant_forces(scene, T, ab, dtype)
-    rows = concat(joint_rows(scene, q, dt), tendon_rows(scene, q, dt))  # tendons' rows last (`jaxmb.sim.tendons`)
+    rows = with_tendon_rows_after(scene, q, dt, joint_rows(scene, q, dt))  # tendons' rows last (`jaxmb.sim.tendons`)
     c = nc if nc and scene.options.contact == "constraint" else 0
     if not c and not rows.J.shape[0]:
         return ConstraintForces(jnp.zeros(qd.shape[0], dtype), f_ext, warm, force, con)
@@ -177,7 +184,7 @@ def newton_forces(scene, model, q, qd, dt, warm, T, ab) -> ConstraintForces:
             body = tuple(b for b in sd.body for _ in range(k))
     if dense:
         M = ab.G.T @ mass_matrix(model.tree, q) @ ab.G if closed else mass_matrix(model, q)
-        extra = implicit_mass(scene, q, dt)  # the implicit integrators' tendon term
+        extra = tendon_mass(scene, q, dt)  # the tendons' term (`jaxmb.sim.tendons`)
         metric = DenseMetric(M if extra is None else M + extra)
     else:
         metric = TreeMetric(joint_poses(model, q), hinge_map(model), ab.G, ab.D, body_inertias(model),

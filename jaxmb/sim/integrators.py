@@ -58,7 +58,7 @@ from jaxmb.sim.constraints import ConstraintForces, constraint_forces
 from jaxmb.sim.contact_frames import body_forces, contacts, world_forces
 from jaxmb.sim.inputs import Applied, with_applied
 from jaxmb.sim.tendons import passive_forces as tendon_passive_forces
-from jaxmb.sim.tendons import with_implicit_tendons
+from jaxmb.sim.tendons import with_tendon_mass
 from jaxmb.spatial import cross3, mv
 
 
@@ -76,8 +76,8 @@ class Advance(NamedTuple):
 def applied_forces(scene, q, qd, ctrl):
     """Actuator and passive joint and tendon forces (nv,) at ``(q, qd)``."""
     smooth = scene.options.joint_friction == "smooth"
-    return (actuator_forces(scene.actuators, q, qd, ctrl, scene.tendons) + passive_forces(scene.joints, q, qd, smooth)
-            + tendon_passive_forces(scene.tendons, q, qd))
+    tau = actuator_forces(scene.actuators, q, qd, ctrl, scene.tendons) + passive_forces(scene.joints, q, qd, smooth)
+    return tau if scene.tendons is None else tau + tendon_passive_forces(scene.tendons, q, qd)
 
 
 class Solved(NamedTuple):
@@ -227,7 +227,7 @@ def _solved(scene, model, q, v, ctrl, dt, warm, applied, turning=False) -> Solve
         ab = loop_factors(model, q, v, tau, f_applied)
     else:
         ab = step_factors(model, q, v, tau, f_applied)
-        ab = with_implicit_tendons(scene, model, q, ab, dt)  # the implicit integrators' tendon term
+        ab = with_tendon_mass(scene, model, q, ab, dt)  # the tendons' term of the mass matrix
         if turning:
             ab = ab._replace(qdd=ab.qdd + turning_rates(model, v))
     return Solved(tau, T, ab, f_applied, constraint_forces(scene, model, q, v, tau, dt, warm, T, ab))

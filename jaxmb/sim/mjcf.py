@@ -14,11 +14,12 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   on different weld bodies, neither excluded by ``<exclude>`` nor, unless the model disables ``filterparent``, a
   body and its parent (neither the world); passed to `jaxmb.sim.make_scene` as ``pairs_include``.
 * actuators with a joint transmission on a hinge or slide, or a tendon transmission on a fixed tendon, a fixed
-  gain and no bias or an affine one that is a motor (no bias), a position servo (``biasprm = [0, -kp, -kv]``) or a velocity servo (``biasprm = [0, 0,
-  -kv]``): `jaxmb.sim.motor`, `position`, `velocity` with MuJoCo's gear, ``ctrlrange`` where ``ctrllimited`` and
-  ``forcerange`` (symmetric) where ``forcelimited``, named as in MuJoCo; with their activation dynamics where it is
-  none, ``integrator`` (``intvelocity``), ``filter`` or ``filterexact`` (``position``'s ``timeconst``), one
-  activation, not ``actearly``, with ``actrange`` where ``actlimited``.
+  gain and no bias or an affine one that is a motor (no bias), a position servo (``biasprm = [0, -kp, -kv]``) or a
+  velocity servo (``biasprm = [0, 0, -kv]``): `jaxmb.sim.motor`, `position`, `velocity` with MuJoCo's gear,
+  ``ctrlrange`` where ``ctrllimited`` and ``forcerange`` (symmetric) where ``forcelimited``, named as in MuJoCo (on a
+  tendon through `jaxmb.sim.on_tendon`); with their activation dynamics where it is none, ``integrator``
+  (``intvelocity``), ``filter`` or ``filterexact`` (``position``'s ``timeconst``), one activation, not
+  ``actearly``, with ``actrange`` where ``actlimited``.
 * joint damping ``dof_damping`` and friction loss ``dof_frictionloss`` per degree of freedom; the linear springs
   of hinge and slide joints, ``jnt_stiffness`` about ``qpos_spring`` (`jaxmb.sim.actuators.JointTerms`), unless the
   model disables springs; joint limits (in the model) enforced unless the model disables them; the integrator
@@ -29,11 +30,10 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   ``solver="newton"`` with the file's friction ``cone`` and MuJoCo's soft constraints with the file's numbers
   (`jaxmb.sim.mjcf_impedance`; a closed-loop scene steps with ``solver="pgs"``); the time step ``dt``.
 * fixed tendons (`jaxmb.sim.tendons`, `_tendons`): their joints' coefficients, ranges where limited, dead-band
-  springs, damping and friction loss, and their rows' ``solref``, ``solimp``, margins and ``invweight0``
+  springs, damping, friction loss and armature, and their rows' ``solref``, ``solimp``, margins and ``invweight0``
   (`tendon_impedance`); actuators on them. MuJoCo's Euler takes tendon damping explicitly, its ``implicitfast`` into
   the step (`jaxmb.sim.tendons.Tendons.implicit`). Spatial tendons are refused (``"spatial tendons"``), and so are
-  fixed tendons with armature, nonlinear or plastic springs, nonlinear damping or actuator force ranges
-  (``"tendons"``).
+  fixed tendons with nonlinear or plastic springs, nonlinear damping or actuator force ranges (``"tendons"``).
 * the initial configuration ``qpos0`` (``Scene.q0``) and the keyframes in jaxmb's coordinates (`Keyframe`;
   `MjcfScene.init_state` and `MjcfScene.init_ctrl` reset to them as ``mj_resetDataKeyframe`` does).
 * equality constraints that close a loop of one-degree-of-freedom joints, as constraints of a
@@ -95,8 +95,8 @@ CATEGORIES = {
     "mocap": "mocap bodies (welded to the world at their pose in the file)",
     "fluid": "fluid forces (density, viscosity)",
     "armature": "armature of actuators that drive no single hinge or slide",
-    "tendons": "fixed tendons with parts the scene cannot build (armature, nonlinear springs or damping, actuator "
-               "force ranges, plastic springs)",
+    "tendons": "fixed tendons with parts the scene cannot build (nonlinear springs or damping, actuator force "
+               "ranges, plastic springs)",
     "spatial tendons": "spatial tendons (paths through sites, wrapping)",
     "flexes": "flexes",
     "plugins": "plugins",
@@ -611,7 +611,8 @@ def _actuator(mujoco, mj, names, a, label, off, tendon_names):
 def _tendons(mujoco, mj, m, off, left):
     """``(specs, MuJoCo ids)``: the `jaxmb.sim.tendons.FixedTendon` of each fixed tendon (its joints' coefficients
     ``wrap_prm``, its length at jaxmb's zero from ``qpos0``, ``tendon_range`` where limited, ``tendon_stiffness``
-    about ``tendon_lengthspring``, ``tendon_damping``, ``tendon_frictionloss``, each unless the file disables it);
+    about ``tendon_lengthspring``, ``tendon_damping``, ``tendon_frictionloss``, each unless the file disables it,
+    ``tendon_armature``);
     the spatial tendons and what a fixed tendon has beyond these go to ``left``."""
     specs, ids, spatial, beyond = [], [], [], []
     taken = set()
@@ -622,8 +623,7 @@ def _tendons(mujoco, mj, m, off, left):
         if any(int(mj.wrap_type[w]) != int(mujoco.mjtWrap.mjWRAP_JOINT) for w in wraps):
             spatial.append(label)
             continue
-        parts = [what for what, x in (("armature", mj.tendon_armature[t]),
-                                      ("stiffnesspoly", mj.tendon_stiffnesspoly[t]),
+        parts = [what for what, x in (("stiffnesspoly", mj.tendon_stiffnesspoly[t]),
                                       ("dampingpoly", mj.tendon_dampingpoly[t]),
                                       ("actuatorfrcrange", mj.tendon_actfrclimited[t]),
                                       ("springyield", mj.tendon_springyield[t])) if np.any(x != 0)]
@@ -642,7 +642,7 @@ def _tendons(mujoco, mj, m, off, left):
             label, tuple(joints.items()), tuple(float(x) for x in mj.tendon_range[t]) if limited else (-np.inf, np.inf),
             0.0 if off["spring"] else float(mj.tendon_stiffness[t]), tuple(float(x) for x in mj.tendon_lengthspring[t]),
             0.0 if off["damper"] else float(mj.tendon_damping[t]),
-            0.0 if off["frictionloss"] else float(mj.tendon_frictionloss[t]), length0))
+            0.0 if off["frictionloss"] else float(mj.tendon_frictionloss[t]), length0, float(mj.tendon_armature[t])))
         ids.append(t)
     if spatial:
         left.append(LeftOut("spatial tendons", _listing("spatial tendons (through sites, wrapping)", spatial)))

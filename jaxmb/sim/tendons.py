@@ -13,12 +13,13 @@ Passive forces (`passive_forces`, MuJoCo's ``qfrc_passive``): a spring with a de
 below ``springlength = [lo, hi]``, ``stiffness (hi - L)`` above it and zero inside, and damping ``-damping J qd``.
 Euler and RK4 take them explicitly (MuJoCo's Euler takes only the joints' damping implicitly); the implicit
 integrators take the tendons' damping and the velocity gains of the servos on them into their step (`Tendons.implicit`,
-`implicit_weights`) as MuJoCo's ``implicitfast`` does, ``(M + dt J* B J) (qd+ - qd) = dt f``, ``implicit`` their
+`mass_weights`) as MuJoCo's ``implicitfast`` does, ``(M + dt J* B J) (qd+ - qd) = dt f``, ``implicit`` their
 position gains too (a servo's ``g^2 kp``, a spring's stiffness outside its dead band, through ``q + dt qd``). ``M``
 here is the mass matrix with the joints' implicit damping as armature (`jaxmb.sim.integrators`), factored by the
 articulated-body sweep, and the nt tendons' term is added by the push-through identity ``(M + J* W J)^-1 = M^-1 -
-M^-1 J* W (1 + A W)^-1 J M^-1``, ``A = J M^-1 J*`` (nt, nt) (`with_implicit_tendons`); the Newton solver's metric is
-the dense ``M + J* W J``.
+M^-1 J* W (1 + A W)^-1 J M^-1``, ``A = J M^-1 J*`` (nt, nt) (`with_tendon_mass`); the Newton solver's metric is
+the dense ``M + J* W J``. A tendon's ``armature`` (MuJoCo's) is an inertia of its length, ``J* armature J`` in the
+mass matrix of every integrator, taken by the same identity.
 
 Rows (`tendon_rows`): a limited tendon's limit row toward its nearer bound, at the distance ``L - lower`` (Jacobian
 ``+J_t``) or ``upper - L`` (``-J_t``), pushing away from it; a tendon with ``frictionloss`` a friction row ``J_t``
@@ -60,20 +61,21 @@ class FixedTendon:
     damping: float
     frictionloss: float
     length0: float
+    armature: float = 0.0
 
 
 def fixed_tendon(name, joints, range=None, stiffness=0.0, springlength=None, damping=0.0, frictionloss=0.0,
-                 length0=0.0) -> FixedTendon:
+                 length0=0.0, armature=0.0) -> FixedTendon:
     """A fixed tendon ``name`` of length ``length0 + sum coef q_j`` over ``joints`` ({hinge or slide joint name:
     coef}), with a position ``range`` (lower, upper) (None: not limited), a spring of ``stiffness`` with the dead
-    band ``springlength`` (a length, or (lo, hi); None: ``length0``, the length at ``q = 0``), ``damping`` and the
-    Coulomb friction ``frictionloss`` (module docstring)."""
+    band ``springlength`` (a length, or (lo, hi); None: ``length0``, the length at ``q = 0``), ``damping``, the
+    Coulomb friction ``frictionloss`` and the ``armature``, an inertia of its length (module docstring)."""
     if springlength is None:
         springlength = (length0, length0)
     elif np.ndim(springlength) == 0:
         springlength = (springlength, springlength)
     return FixedTendon(name, tuple(dict(joints).items()), (-np.inf, np.inf) if range is None else tuple(range),
-                       stiffness, tuple(springlength), damping, frictionloss, length0)
+                       stiffness, tuple(springlength), damping, frictionloss, length0, armature)
 
 
 @pytree_dataclass
@@ -97,12 +99,14 @@ class TendonImpedance:
 class Tendons:
     """The scene's fixed tendons (nt of them, nw wraps; module docstring). Leaves: ``coef`` (nw,) each wrap's
     coefficient; (nt,) each: ``length0``, ``lower``, ``upper`` (the range, +-inf where not limited),
-    ``stiffness``, ``spring_lower``, ``spring_upper`` (the spring's dead band), ``damping``, ``frictionloss``;
+    ``stiffness``, ``spring_lower``, ``spring_upper`` (the spring's dead band), ``damping``, ``frictionloss``,
+    ``armature``;
     ``impedance`` MuJoCo's numbers of the rows (`TendonImpedance`, None for jaxmb's rule). Static: ``tendon``
     (nw,) the tendon of each wrap, ``q_index``, ``v_index`` (nw,) its position and velocity coordinates, ``names``
     (nt,), ``limited`` the tendons with a limit row, ``friction`` those with a friction row, ``nv``, ``implicit``
     whether the implicit integrators take the tendons' damping into their step (module docstring; False: it is
-    explicit under every integrator, as under MuJoCo's Euler)."""
+    explicit under every integrator, as under MuJoCo's Euler), ``inertial`` whether the mass matrix takes the
+    tendons' armature ``J* armature J`` (a tendon built with armature)."""
 
     coef: jnp.ndarray
     length0: jnp.ndarray
@@ -113,6 +117,7 @@ class Tendons:
     spring_upper: jnp.ndarray
     damping: jnp.ndarray
     frictionloss: jnp.ndarray
+    armature: jnp.ndarray
     impedance: TendonImpedance | None
     tendon: tuple = field(metadata=dict(static=True))
     q_index: tuple = field(metadata=dict(static=True))
@@ -122,6 +127,7 @@ class Tendons:
     friction: tuple = field(metadata=dict(static=True))
     nv: int = field(metadata=dict(static=True))
     implicit: bool = field(default=True, metadata=dict(static=True))
+    inertial: bool = field(default=False, metadata=dict(static=True))
 
     @property
     def nt(self) -> int:
@@ -167,23 +173,24 @@ def tendons(model, specs, implicit=True) -> Tendons:
             tendon.append(t)
             q_index.append(q_slice.start)
             v_index.append(v_slice.start)
-        numbers = np.array([s.length0, s.stiffness, s.damping, s.frictionloss, *s.springlength], float)
-        if not np.all(np.isfinite(numbers)) or min(s.stiffness, s.damping, s.frictionloss) < 0:
-            raise ModelError(f"{where}: length0, springlength, stiffness, damping and frictionloss must be finite, the "
-                             f"last three non-negative, got {numbers.tolist()}")
+        numbers = np.array([s.length0, *s.springlength, s.stiffness, s.damping, s.frictionloss, s.armature], float)
+        if not np.all(np.isfinite(numbers)) or min(s.stiffness, s.damping, s.frictionloss, s.armature) < 0:
+            raise ModelError(f"{where}: length0, springlength, stiffness, damping, frictionloss and armature must be "
+                             f"finite, the last four non-negative, got {numbers.tolist()}")
         lo, hi = s.range
         if np.isnan(lo) or np.isnan(hi) or not lo < hi:
             raise ModelError(f"{where}: range must be increasing, got {s.range}")
         if not s.springlength[0] <= s.springlength[1]:
             raise ModelError(f"{where}: springlength must be ordered (lo <= hi), got {s.springlength}")
-        rows.append([s.length0, lo, hi, s.stiffness, *s.springlength, s.damping, s.frictionloss])
+        rows.append([s.length0, lo, hi, s.stiffness, *s.springlength, s.damping, s.frictionloss, s.armature])
         names.append(s.name)
-    values = np.asarray(rows, float).reshape(-1, 8)
+    values = np.asarray(rows, float).reshape(-1, 9)
     limited = tuple(int(t) for t in np.flatnonzero(np.isfinite(values[:, 1]) | np.isfinite(values[:, 2])))
     friction = tuple(int(t) for t in np.flatnonzero(values[:, 7] > 0))
     dtype = model.mass.dtype
     return Tendons(jnp.asarray(coef, dtype), *(jnp.asarray(v, dtype) for v in values.T), None, tuple(tendon),
-                   tuple(q_index), tuple(v_index), tuple(names), limited, friction, int(model.nv), implicit)
+                   tuple(q_index), tuple(v_index), tuple(names), limited, friction, int(model.nv), implicit,
+                   bool(np.any(values[:, 8] > 0)))
 
 
 def lengths(tendons: Tendons, q):
@@ -207,11 +214,8 @@ def tendon_forces(tendons: Tendons, q, qd):
     return spring - tendons.damping * (J @ qd)
 
 
-def passive_forces(tendons: Tendons | None, q, qd):
-    """The tendons' passive generalized forces ``J* f`` (nv,) at ``(q, qd)`` (`tendon_forces`); zero without
-    tendons."""
-    if tendons is None:
-        return jnp.zeros_like(qd)
+def passive_forces(tendons: Tendons, q, qd):
+    """The tendons' passive generalized forces ``J* f`` (nv,) at ``(q, qd)`` (`tendon_forces`)."""
     return moments(tendons).T @ tendon_forces(tendons, q, qd)
 
 
@@ -294,6 +298,14 @@ def with_tendon_impedance(scene, solref=SOLREF, solimp=SOLIMP, margin=0.0, weigh
     return scene.replace(tendons=ten.replace(impedance=imp))
 
 
+def with_tendon_rows_after(scene, q, dt, rows: JointRows) -> JointRows:
+    """The Newton solver's scalar ``rows`` with the tendon rows (`tendon_rows`) after them; ``rows`` where the scene
+    has none."""
+    if scene.tendons is None or not scene.tendons.rows:
+        return rows
+    return concat(rows, tendon_rows(scene, q, dt))
+
+
 def with_tendon_rows(model, q, ab, J, A, rows: JointRows, tendon: JointRows):
     """``(J, A, rows)`` of the Gauss-Seidel solver with the ``tendon`` rows appended: their compliance columns from
     the factored solve (`jaxmb.sim.compliance.with_rows_by_solve`)."""
@@ -305,16 +317,18 @@ def with_tendon_rows(model, q, ab, J, A, rows: JointRows, tendon: JointRows):
     return J, A, concat(rows, tendon)
 
 
-def implicit_weights(scene, q, dt):
-    """``W`` (nt,): the implicit integrators' term ``J* W J`` of the tendons at ``q`` (module docstring): ``dt``
-    times the tendons' damping and the velocity gains ``g^2 kv`` of the servos on them, and under ``implicit``
-    ``dt^2`` times their position gains ``g^2 kp`` and the springs' stiffness outside their dead bands. None where
-    the step takes no tendon implicitly."""
+def mass_weights(scene, q, dt):
+    """``W`` (nt,): the tendons' term ``J* W J`` of the step's mass matrix at ``q`` (module docstring): their
+    armature, and under the implicit integrators ``dt`` times the tendons' damping and the velocity gains ``g^2 kv``
+    of the servos on them, under ``implicit`` also ``dt^2`` times their position gains ``g^2 kp`` and the springs'
+    stiffness outside their dead bands. None where the step has no such term."""
     from jaxmb.sim.actuators import affine
 
     ten, act, integrator = scene.tendons, scene.actuators, scene.options.integrator
-    if ten is None or not ten.implicit or integrator not in ("implicit", "implicitfast"):
+    if ten is None:
         return None
+    if not ten.implicit or integrator not in ("implicit", "implicitfast"):
+        return ten.armature if ten.inertial else None
     b = ten.damping
     position_gains = integrator == "implicit"
     if position_gains:
@@ -325,20 +339,23 @@ def implicit_weights(scene, q, dt):
         _, bias_q, bias_qd = affine(act)
         d = -bias_qd[on] - (dt * bias_q[on] if position_gains else 0.0)
         b = b.at[np.asarray(act.tendon)[on]].add(d)
-    return dt * b
+    return dt * b + (ten.armature if ten.inertial else 0.0)
 
 
-def with_implicit_tendons(scene, model, q, ab, dt):
+def with_tendon_mass(scene, model, q, ab, dt):
     """The articulated-body quantities ``ab`` (`jaxmb.sim.integrators.StepFactors`) of ``model`` (its armature
-    the joints' implicit damping) with the free accelerations of ``M + J* W J`` (`implicit_weights`), by the
-    push-through identity with the factored solve (module docstring); ``ab`` itself where the step takes no tendon
-    implicitly."""
+    the joints' implicit damping) with the free accelerations of ``M + J* W J`` (`mass_weights`), by the
+    push-through identity with the factored solve (module docstring); ``ab`` itself where the step has no tendon
+    term. RK4 takes the tendons' armature with MuJoCo's soft constraints, whose rows it solves at every stage."""
     from jaxmb.dynamics.articulated import solve_factored
     from jaxmb.hinges import hinge_map, joint_poses
 
-    W = implicit_weights(scene, q, dt)
+    W = mass_weights(scene, q, dt)
     if W is None:
         return ab
+    if scene.options.integrator == "rk4" and scene.impedance is None:
+        raise ModelError(f"tendons {list(scene.tendons.names)}: under 'rk4' the armature of tendons needs MuJoCo's "
+                         "soft constraints (its stages solve their rows); choose them or another integrator")
     J = moments(scene.tendons).astype(q.dtype)
     X, H = joint_poses(model, q), hinge_map(model)
     MinvJ = jnp.stack([solve_factored(model, X, H, ab.G, ab.D, j)[0] for j in J])  # (nt, nv): rows J M^-1
@@ -347,10 +364,10 @@ def with_implicit_tendons(scene, model, q, ab, dt):
     return ab._replace(qdd=ab.qdd - MinvJ.T @ (W * y))
 
 
-def implicit_mass(scene, q, dt):
-    """``J* W J`` (nv, nv) of `implicit_weights`, or None: what the Newton solver's dense metric adds to the mass
+def tendon_mass(scene, q, dt):
+    """``J* W J`` (nv, nv) of `mass_weights`, or None: what the Newton solver's dense metric adds to the mass
     matrix."""
-    W = implicit_weights(scene, q, dt)
+    W = mass_weights(scene, q, dt)
     if W is None:
         return None
     J = moments(scene.tendons).astype(q.dtype)
@@ -359,10 +376,11 @@ def implicit_mass(scene, q, dt):
 
 def dense_rows(scene) -> bool:
     """Whether the Newton solver takes the dense mass matrix for the scene's tendons: tendon rows are on several
-    coordinates, and the implicit integrators' tendon term couples them (`jaxmb.sim.newton.DenseMetric`)."""
+    coordinates, and the tendons' term of the mass matrix couples them (`mass_weights`,
+    `jaxmb.sim.newton.DenseMetric`)."""
     ten = scene.tendons
-    return ten is not None and (ten.rows > 0 or (ten.implicit and scene.options.integrator in ("implicit",
-                                                                                              "implicitfast")))
+    return ten is not None and (ten.rows > 0 or ten.inertial or (ten.implicit and scene.options.integrator in (
+        "implicit", "implicitfast")))
 
 
 def with_tendon_diagonal(diagonal, metric, J, coordinate):
@@ -378,8 +396,9 @@ def with_tendon_diagonal(diagonal, metric, J, coordinate):
 
 def check_scene(tendons: Tendons | None, act, model, options, where="the scene"):
     """Raise `ModelError` where the scene cannot take its tendons: a closed-loop model, the capped limit rows of
-    ``limit_rows``, Coulomb friction on tendons with ``joint_friction="smooth"``, or the implicit integrators'
-    tendon term (`implicit_weights`) with the Gauss-Seidel solver or compliant contact."""
+    ``limit_rows``, Coulomb friction on tendons with ``joint_friction="smooth"``, or the tendons' term of the mass
+    matrix (`mass_weights`: armature, the implicit integrators' damping) with the Gauss-Seidel solver or compliant
+    contact."""
     if tendons is None:
         return
     from jaxmb.sim.closed_loops import is_closed
@@ -401,3 +420,7 @@ def check_scene(tendons: Tendons | None, act, model, options, where="the scene")
         raise ModelError(f"{where}: the {options.integrator} integrator takes the damping of tendons "
                          f"{sorted(set(damped))} into its step with solver='newton' and constraint contact; choose "
                          "them, or the 'euler' or 'rk4' integrator")
+    heavy = [n for n, a in zip(names, np.asarray(tendons.armature)) if a > 0]
+    if heavy and (options.solver != "newton" or options.contact == "compliant"):
+        raise ModelError(f"{where}: the armature of tendons {heavy} is a term of the mass matrix that the step takes "
+                         "with solver='newton' and constraint contact; choose them")
