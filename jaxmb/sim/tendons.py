@@ -19,7 +19,9 @@ here is the mass matrix with the joints' implicit damping as armature (`jaxmb.si
 articulated-body sweep, and the nt tendons' term is added by the push-through identity ``(M + J* W J)^-1 = M^-1 -
 M^-1 J* W (1 + A W)^-1 J M^-1``, ``A = J M^-1 J*`` (nt, nt) (`with_tendon_mass`); the Newton solver's metric is
 the dense ``M + J* W J``. A tendon's ``armature`` (MuJoCo's) is an inertia of its length, ``J* armature J`` in the
-mass matrix of every integrator, taken by the same identity.
+mass matrix of every integrator, taken by the same identity. The rows are solved with these terms in the metric,
+as the joints' implicit damping is; MuJoCo solves them with ``M`` and applies the implicit terms after, which differs
+while a friction row sticks.
 
 Rows (`tendon_rows`): a limited tendon's limit row toward its nearer bound, at the distance ``L - lower`` (Jacobian
 ``+J_t``) or ``upper - L`` (``-J_t``), pushing away from it; a tendon with ``frictionloss`` a friction row ``J_t``
