@@ -415,7 +415,8 @@ def check_scene(tendons: Tendons | None, act, model, options, where="the scene")
     if options.joint_friction == "smooth" and tendons.friction:
         raise ModelError(f"{where}: tendons {[names[t] for t in tendons.friction]} have Coulomb friction, which is "
                          "a constraint row: joint_friction='constraint'")
-    driven = [names[t] for t in act.tendon if t >= 0] if act.tendon else []
+    gains = np.asarray(act.kv) + (np.asarray(act.kp) if options.integrator == "implicit" else 0.0)
+    driven = [names[t] for t, g in zip(act.tendon, gains) if t >= 0 and g > 0] if act.tendon else []
     damped = [n for n, b in zip(names, np.asarray(tendons.damping)) if b > 0] + driven
     if tendons.implicit and options.integrator in ("implicit", "implicitfast") and damped and (
             options.solver != "newton" or options.contact == "compliant"):
