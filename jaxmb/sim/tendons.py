@@ -45,8 +45,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb.dynamics.articulated import solve_factored
+from jaxmb.dynamics.mass import mass_matrix
 from jaxmb.errors import ModelError
+from jaxmb.hinges import hinge_map, joint_poses
 from jaxmb.model import pytree_dataclass
+from jaxmb.sim.closed_loops import is_closed
+from jaxmb.sim.compliance import with_rows_by_solve
 from jaxmb.sim.impedance import SOLIMP, SOLREF, _soft
 from jaxmb.sim.joint_rows import JointRows, concat, no_joint_rows, target_velocity
 
@@ -281,8 +286,6 @@ def with_tendon_impedance(scene, solref=SOLREF, solimp=SOLIMP, margin=0.0, weigh
     ``solimp`` (5,) or (nt, 5), ``margin`` () or (nt,) for every limit and friction row (a limit's margin),
     ``weight`` (nt,) each tendon's ``invweight0`` (default: MuJoCo's, the diagonal of ``J M^-1 J*`` at the scene's
     ``q0``)."""
-    from jaxmb.dynamics.mass import mass_matrix
-
     ten = scene.tendons
     nt, dtype = ten.nt, ten.coef.dtype
     if weight is None:
@@ -311,8 +314,6 @@ def with_tendon_rows_after(scene, q, dt, rows: JointRows) -> JointRows:
 def with_tendon_rows(model, q, ab, J, A, rows: JointRows, tendon: JointRows):
     """``(J, A, rows)`` of the Gauss-Seidel solver with the ``tendon`` rows appended: their compliance columns from
     the factored solve (`jaxmb.sim.compliance.with_rows_by_solve`)."""
-    from jaxmb.sim.compliance import with_rows_by_solve
-
     if not tendon.J.shape[0]:
         return J, A, rows
     J, A = with_rows_by_solve(model, q, ab, J, A, tendon.J)
@@ -324,7 +325,7 @@ def mass_weights(scene, q, dt):
     armature, and under the implicit integrators ``dt`` times the tendons' damping and the velocity gains ``g^2 kv``
     of the servos on them, under ``implicit`` also ``dt^2`` times their position gains ``g^2 kp`` and the springs'
     stiffness outside their dead bands. None where the step has no such term."""
-    from jaxmb.sim.actuators import affine
+    from jaxmb.sim.actuators import affine  # (jaxmb.sim.actuators imports this module)
 
     ten, act, integrator = scene.tendons, scene.actuators, scene.options.integrator
     if ten is None:
@@ -349,9 +350,6 @@ def with_tendon_mass(scene, model, q, ab, dt):
     the joints' implicit damping) with the free accelerations of ``M + J* W J`` (`mass_weights`), by the
     push-through identity with the factored solve (module docstring); ``ab`` itself where the step has no tendon
     term. RK4 takes the tendons' armature with MuJoCo's soft constraints, whose rows it solves at every stage."""
-    from jaxmb.dynamics.articulated import solve_factored
-    from jaxmb.hinges import hinge_map, joint_poses
-
     W = mass_weights(scene, q, dt)
     if W is None:
         return ab
@@ -403,8 +401,6 @@ def check_scene(tendons: Tendons | None, act, model, options, where="the scene")
     contact."""
     if tendons is None:
         return
-    from jaxmb.sim.closed_loops import is_closed
-
     names = list(tendons.names)
     if is_closed(model):
         raise ModelError(f"{where}: tendons {names} on the closed-loop model {model.name!r}: tendons are built on "
