@@ -27,7 +27,7 @@
 
 * Initial states and options: a free box starts at the file's ``qpos0`` and comes to rest on the floor; a keyframe
   resets as ``mj_resetDataKeyframe``; the file's solver, cone, tolerance and iterations map; what the scene cannot
-  build (a tendon, fluid forces under implicitfast, every category of one file) is refused by category until ``drop`` names it.
+  build (a spatial tendon, fluid forces under implicitfast, every category of one file) is refused by category until ``drop`` names it.
 
 The programs: six rollouts (the chain, the lags, the drops, the box, Barkour's batch, the loops), each compiled once
 by `fast_jit`.
@@ -289,7 +289,7 @@ LEFT_OUT = """<mujoco model="left_out">
     </body>
   </worldbody>
   <contact><pair name="slippery" geom1="floor" geom2="arm" friction="0.3 0.3 0.005 0.0001 0.0001"/></contact>
-  <tendon><fixed name="cable"><joint joint="elbow" coef="1"/></fixed></tendon>
+  <tendon><fixed name="cable" actuatorfrcrange="-1 1"><joint joint="elbow" coef="1"/></fixed></tendon>
   <equality>
     <joint name="lock" joint1="finger"/>
     <connect name="later" body1="hand" body2="base" anchor="0 0 0" active="false"/>
@@ -316,11 +316,11 @@ def test_everything_left_out_is_refused_by_category_until_dropped():
     mesh, height field, torsional friction, margin), the explicit pair whose friction the scene cannot give, each
     actuator left out with why (a position servo on a joint with a reference position, a ball joint's motor,
     activation dynamics, an affine bias that is no servo, an asymmetric force range, a site transmission, an affine
-    gain), each equality left out (one that fixes a joint, an inactive one) and the tendon, each with the category
-    that drops it; dropping all but one category still refuses that one's elements, and only those. With
-    ``drop="all"`` the scene builds: one warning names each, ``left_out`` lists them by category, and the one servo
-    that maps stays, by its name. The margin is refused under jaxmb's softness rule (``impedance=None``); MuJoCo's
-    soft constraints, the default, build it."""
+    gain), each equality left out (one that fixes a joint, an inactive one) and the tendon with an actuator force
+    range, each with the category that drops it; dropping all but one category still refuses that one's elements,
+    and only those. With ``drop="all"`` the scene builds: one warning names each, ``left_out`` lists them by
+    category, and the one servo that maps stays, by its name. The margin is refused under jaxmb's softness rule
+    (``impedance=None``); MuJoCo's soft constraints, the default, build it."""
     names = ("can", "egg", "rock", "'ground'", "floor", "slippery", "servo_ref", "ball_motor", "filtered", "affine",
              "lopsided", "site_motor", "damped", "lock", "later", "cable")
     with pytest.raises(ModelError) as refused:
@@ -332,7 +332,7 @@ def test_everything_left_out_is_refused_by_category_until_dropped():
     for category in REFUSED:
         assert f"drop {category!r}" in message, category
     assert f"drop={REFUSED!r}" in message  # the option that builds it
-    with pytest.raises(ModelError, match=r"tendons 'cable' \(drop 'tendons'\)\. Pass") as one:
+    with pytest.raises(ModelError, match=r"tendons 'cable' \(actuatorfrcrange\) \(drop 'tendons'\)\. Pass") as one:
         load_mjcf_scene(LEFT_OUT, drop=REFUSED[1:], impedance=None)
     assert "'can'" not in str(one.value)
     s, caught = quietly(LEFT_OUT, drop="all", impedance=None)
@@ -796,18 +796,20 @@ def test_files_solver_tolerance_and_cone_map(option, cone, tolerance, iterations
     assert (o.solver, o.cone, o.tolerance, o.iterations) == ("pgs", "elliptic", 1e-9, 2) and "passed" in s.solver
 
 
-PARTS = {"tendons": ('<tendon><fixed name="cable"><joint joint="a" coef="1"/></fixed></tendon>', "'cable'"),
+PARTS = {"spatial tendons": (('<worldbody><site name="s0"/></worldbody><tendon><spatial name="cable"><site site="s0"/>'
+                            '<site site="s1"/></spatial></tendon>'), "'cable'"),
          "integrator": ('<option density="1.2" integrator="implicitfast"/>', "derivative of the fluid forces")}
 
 
 @pytest.mark.parametrize("category", PARTS)
-def test_a_tendon_or_implicit_fluid_forces_are_refused_unless_dropped(category):
-    """A file with a tendon (with fluid forces under implicitfast, which differentiates them) is a `ModelError`
-    naming the source, the tendon (the fluid's derivative) and the option that drops it; with that option the scene
-    builds, warns once and lists it in ``left_out``."""
+def test_a_spatial_tendon_or_implicit_fluid_forces_are_refused_unless_dropped(category):
+    """A file with a spatial tendon (with fluid forces under implicitfast, which differentiates them) is a
+    `ModelError` naming the source, the tendon (the fluid's derivative) and the option that drops it; with that
+    option the scene builds, warns once and lists it in ``left_out``."""
     part, element = PARTS[category]
     source = ('<mujoco model="part">' + part + '<worldbody><body><joint name="a" axis="0 1 0"/>'
-              '<geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.02"/></body></worldbody></mujoco>')
+              '<site name="s1" pos="0 0 -0.3"/><geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.02"/></body>'
+              '</worldbody></mujoco>')
     with pytest.raises(ModelError, match=rf"^<mjcf string>: .*{element}.*\(drop '{category}'\)\. Pass "
                                          rf"load_mjcf_scene\(\.\.\., drop=\('{category}',\)\)"):
         load_mjcf_scene(source)

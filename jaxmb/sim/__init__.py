@@ -10,12 +10,12 @@ forces of a step by either solver), `solver` (the frictional contact problem by 
 convex problem by Newton's method), `impedance` (MuJoCo's soft constraints as the Newton solver's rows),
 `mjcf_impedance` (an MJCF file's numbers for them), `inputs` (applied generalized forces and body wrenches),
 `fluid` and `mjcf_fluid` (MuJoCo's fluid forces as body wrenches; an MJCF file's fluid), `ball_limits` (ranges
-of ball joints as rows),
+of ball joints as rows), `tendons` (fixed tendons),
 `integrators`, `stepping` (state, step,
 rollout), `symplectic` (implicit midpoint and generalized leapfrog on canonical momenta).
 """
 
-from jaxmb.sim.actuators import intvelocity, motor, position, velocity
+from jaxmb.sim.actuators import intvelocity, motor, on_tendon, position, velocity
 from jaxmb.sim.collision import Contacts
 from jaxmb.sim.fluid import Fluid
 from jaxmb.sim.geometry import Geometry, Pairs, box, capsule, plane, sphere
@@ -38,12 +38,14 @@ from jaxmb.sim.stepping import (
     step,
 )
 from jaxmb.sim.symplectic import PhasePoint, generalized_leapfrog, implicit_midpoint
+from jaxmb.sim.tendons import Tendons, fixed_tendon
 from jaxmb.sim.urdf_collision import urdf_geometry
 
 __all__ = [
-    "CONTACT_MODELS", "ContactState", "Contacts", "Fluid", "Geometry", "INTEGRATORS", "Impedance", "Keyframe", "LOOPS_OPEN", "MjcfScene",
-    "NONFINITE_CONTROL", "NONFINITE_STATE", "Pairs", "PhasePoint", "SOLVERS", "Scene", "State", "StepRecord", "box", "capsule",
-    "contact_forces", "failures", "generalized_leapfrog", "implicit_midpoint", "intvelocity",
-    "init_state", "inspect_step", "load_mjcf_scene", "make_scene", "motor", "plane", "position", "residuals", "rollout", "sphere",
+    "CONTACT_MODELS", "ContactState", "Contacts", "Fluid", "Geometry", "INTEGRATORS", "Impedance", "Keyframe",
+    "LOOPS_OPEN", "MjcfScene", "NONFINITE_CONTROL", "NONFINITE_STATE", "Pairs", "PhasePoint", "SOLVERS", "Scene",
+    "State", "StepRecord", "Tendons", "box", "capsule", "contact_forces", "failures", "fixed_tendon",
+    "generalized_leapfrog", "implicit_midpoint", "init_state", "inspect_step", "intvelocity", "load_mjcf_scene",
+    "make_scene", "motor", "on_tendon", "plane", "position", "residuals", "rollout", "sphere",
     "step", "urdf_geometry", "velocity", "with_mujoco_impedance",
 ]

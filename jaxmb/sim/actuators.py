@@ -6,6 +6,9 @@ actuator on its length ``g q_j`` and velocity ``g qd_j``, taken back to the join
 
     f = clip(gain u + bias_q q_j + bias_qd qd_j, -force_limit, force_limit),     u = clip(ctrl, ctrl_range)
 
+or, with ``transmission="tendon"`` (MuJoCo's ``trntype`` tendon), drives a fixed tendon (`jaxmb.sim.tendons`): the
+tendon's length ``L`` and velocity ``J qd`` in the place of ``q_j`` and ``qd_j``, its force back as ``J* f``,
+
 with ``(gain, bias_q, bias_qd)`` (`affine`) from the numbers the user names, by the actuator's static ``kind``:
 
     motor        (g, 0, 0)                          f = g u
@@ -39,6 +42,7 @@ import numpy as np
 
 from jaxmb.errors import ModelError
 from jaxmb.model import pytree_dataclass
+from jaxmb.sim.tendons import lengths, moments
 
 KINDS = ("motor", "position", "velocity", "intvelocity")
 """The kinds of actuator (module docstring)."""
@@ -47,7 +51,8 @@ KINDS = ("motor", "position", "velocity", "intvelocity")
 @dataclass(frozen=True)
 class Actuator:
     """One actuator as written by the user (`motor`, `position`, `velocity`, `intvelocity`): plain numbers, checked
-    when the scene is built (`actuators`). ``kp`` and ``kv`` are zero where the kind has none."""
+    when the scene is built (`actuators`). ``kp`` and ``kv`` are zero where the kind has none. ``joint`` names the
+joint it drives, or with ``transmission="tendon"`` (`TRANSMISSIONS`) the tendon (`on_tendon`)."""
 
     joint: str
     kind: str
@@ -61,7 +66,11 @@ class Actuator:
     dyn: str = "none"
     time_constant: float = 0.0
     act_range: tuple = (-np.inf, np.inf)
+    transmission: str = "joint"
 
+
+TRANSMISSIONS = ("joint", "tendon")
+"""What an actuator drives: a joint's coordinate, or a fixed tendon's length (module docstring)."""
 
 DYNAMICS = ("none", "integrator", "filter", "filterexact")
 """Activation dynamics of an actuator (MuJoCo's ``dyntype``; module docstring)."""
@@ -98,6 +107,15 @@ def velocity(joint, kv, force_limit=None, ctrl_range=None, gear=1.0, name=None) 
     return Actuator(joint, "velocity", gear, 0.0, kv, _limit(force_limit), _range(ctrl_range), 0, name)
 
 
+def on_tendon(actuator: Actuator, tendon=None) -> Actuator:
+    """``actuator`` (`motor`, `position`, `velocity`, `intvelocity`) driving the fixed tendon named ``tendon``
+    (None: the name it was given for its joint) instead of a joint: its length and velocity are the tendon's, its
+    force goes back through the tendon's Jacobian row (module docstring). Named ``"<kind>:<tendon>"`` unless the
+    actuator has a name."""
+    name = actuator.joint if tendon is None else tendon
+    return dataclasses.replace(actuator, joint=name, coordinate=0, transmission="tendon")
+
+
 def _limit(force_limit):
     return np.inf if force_limit is None else force_limit
 
@@ -112,8 +130,9 @@ class Actuators:
     """The scene's actuators (nu of them). Leaves (nu,): ``gear``, ``kp``, ``kv`` (zero where the kind has none),
     ``force_limit``, ``ctrl_lower``, ``ctrl_upper``, ``time_constant``, ``act_lower``, ``act_upper``. Static:
     ``kind`` (nu,) (`KINDS`), ``v_index`` (nu,) the velocity coordinate each drives, ``q_index`` (nu,) its position
-    coordinate (-1 for a motor on a multi-coordinate joint), ``names`` (nu,), ``dyn`` (nu,) activation dynamics
-    (`DYNAMICS`)."""
+    coordinate (-1 for a motor on a multi-coordinate joint), both -1 for an actuator on a tendon, ``names`` (nu,),
+    ``dyn`` (nu,) activation dynamics (`DYNAMICS`), ``tendon`` (nu,) the tendon each drives (-1: a joint's
+    coordinate; empty: none on a tendon)."""
 
     gear: jnp.ndarray
     kp: jnp.ndarray
@@ -129,6 +148,7 @@ class Actuators:
     q_index: tuple = field(metadata=dict(static=True))
     names: tuple = field(metadata=dict(static=True))
     dyn: tuple = field(metadata=dict(static=True))
+    tendon: tuple = field(default=(), metadata=dict(static=True))
 
     @property
     def nu(self) -> int:
@@ -147,20 +167,33 @@ class Actuators:
         return dataclasses.replace(self, **changes)
 
 
-def actuators(model, specs) -> Actuators:
-    """Check the actuator ``specs`` against ``model`` and gather them: a `ModelError` names the actuator whose
-    joint is missing, whose coordinate does not exist, whose servo is on a joint of several coordinates, whose kind
-    is unknown, or whose gear or gains, limits or range are not finite, non-negative or ordered, or whose
-    activation dynamics is unknown or has no positive time constant."""
-    rows, kind, v_index, q_index, names, dyn = [], [], [], [], [], []
+def actuators(model, specs, tendons=None) -> Actuators:
+    """Check the actuator ``specs`` against ``model`` (and the scene's `jaxmb.sim.tendons.Tendons` ``tendons``, None
+    without) and gather them: a `ModelError` names the actuator whose joint or tendon is missing, whose coordinate
+    does not exist, whose servo is on a joint of several coordinates, whose kind or transmission is unknown, or
+    whose gear or gains, limits or range are not finite, non-negative or ordered, or whose activation dynamics is
+    unknown or has no positive time constant."""
+    rows, kind, v_index, q_index, names, dyn, tendon = [], [], [], [], [], [], []
     for i, a in enumerate(specs):
-        where = f"actuator {i if a.name is None else repr(a.name)} ({a.kind} on joint {a.joint!r})"
+        where = f"actuator {i if a.name is None else repr(a.name)} ({a.kind} on {a.transmission} {a.joint!r})"
         if a.kind not in KINDS:
             raise ModelError(f"{where}: unknown kind {a.kind!r}; choose one of {KINDS}")
-        try:
-            q_slice, v_slice = model.joint_coordinates(a.joint)
-        except KeyError as e:
-            raise ModelError(f"{where}: {e.args[0]}") from None
+        if a.transmission not in TRANSMISSIONS:
+            raise ModelError(f"{where}: unknown transmission {a.transmission!r}; choose one of {TRANSMISSIONS}")
+        if a.transmission == "tendon":
+            if tendons is None:
+                raise ModelError(f"{where}: the scene has no tendons")
+            try:
+                tendon.append(tendons.index(a.joint))
+            except KeyError as e:
+                raise ModelError(f"{where}: {e.args[0]}") from None
+            q_slice = v_slice = slice(-1, 0)
+        else:
+            tendon.append(-1)
+            try:
+                q_slice, v_slice = model.joint_coordinates(a.joint)
+            except KeyError as e:
+                raise ModelError(f"{where}: {e.args[0]}") from None
         n = v_slice.stop - v_slice.start
         if a.kind != "motor" and (n != 1 or q_slice.stop - q_slice.start != 1):
             raise ModelError(f"{where}: a {a.kind} servo needs a joint of one coordinate; this one has {n} "
@@ -194,7 +227,7 @@ def actuators(model, specs) -> Actuators:
     values = np.asarray(rows, float).reshape(-1, 9).T
     leaves = [jnp.asarray(v, model.mass.dtype) for v in values]
     return Actuators(*leaves, kind=tuple(kind), v_index=tuple(v_index), q_index=tuple(q_index), names=tuple(names),
-                     dyn=tuple(dyn))
+                     dyn=tuple(dyn), tendon=tuple(tendon) if any(t >= 0 for t in tendon) else ())
 
 
 class Affine(NamedTuple):
@@ -237,9 +270,10 @@ def next_activation(act: Actuators, ctrl, activation, dt):
     return jnp.clip(a, act.act_lower[i], act.act_upper[i])
 
 
-def actuator_forces(act: Actuators, q, qd, ctrl):
+def actuator_forces(act: Actuators, q, qd, ctrl, tendons=None):
     """Joint forces (nv,) of the actuators at ``(q, qd)`` (one state) for the controls ``ctrl`` (nu,), which for
-    an actuator with activation dynamics is its activation (`with_activation`), not clipped."""
+    an actuator with activation dynamics is its activation (`with_activation`), not clipped; ``tendons`` the
+    scene's `jaxmb.sim.tendons.Tendons`, which actuators on tendons drive."""
     nv = qd.shape[0]
     if not act.nu:
         return jnp.zeros(nv, qd.dtype)
@@ -248,9 +282,19 @@ def actuator_forces(act: Actuators, q, qd, ctrl):
     if act.na:
         u = u.at[act.stateful].set(ctrl[act.stateful])
     q_j = jnp.where(qi >= 0, q[np.maximum(qi, 0)], 0.0)
+    qd_j = qd[np.maximum(v, 0)]
+    if act.tendon:  # the tendons' lengths and velocities in the place of coordinates
+        ti = np.asarray(act.tendon)
+        J = moments(tendons)[np.maximum(ti, 0)]
+        q_j = jnp.where(ti >= 0, lengths(tendons, q)[np.maximum(ti, 0)], q_j)
+        qd_j = jnp.where(ti >= 0, J @ qd, qd_j)
     gain, bias_q, bias_qd = affine(act)
-    f = jnp.clip(gain * u + bias_q * q_j + bias_qd * qd[v], -act.force_limit, act.force_limit)
-    return jnp.zeros(nv, qd.dtype).at[v].add(f)
+    f = jnp.clip(gain * u + bias_q * q_j + bias_qd * qd_j, -act.force_limit, act.force_limit)
+    if not act.tendon:
+        return jnp.zeros(nv, qd.dtype).at[v].add(f)
+    joint = np.flatnonzero(ti < 0)
+    on_tendon = np.flatnonzero(ti >= 0)
+    return jnp.zeros(nv, qd.dtype).at[v[joint]].add(f[joint]) + J[on_tendon].T @ f[on_tendon]
 
 
 def implicit_damping(act: Actuators, joints: "JointTerms", dt, position_gains=True):
@@ -264,7 +308,8 @@ def implicit_damping(act: Actuators, joints: "JointTerms", dt, position_gains=Tr
         return D
     _, bias_q, bias_qd = affine(act)
     d = -bias_qd - dt * bias_q if position_gains else -bias_qd
-    return D.at[np.asarray(act.v_index)].add(d)
+    joint = np.flatnonzero(np.asarray(act.v_index) >= 0)  # an actuator on a tendon: `jaxmb.sim.tendons`
+    return D.at[np.asarray(act.v_index)[joint]].add(d[joint])
 
 
 @pytree_dataclass

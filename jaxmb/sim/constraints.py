@@ -28,6 +28,7 @@ from jaxmb.sim.newton import Problem as NewtonProblem
 from jaxmb.sim.newton import solution as newton_solution
 from jaxmb.sim.rows import Rows, constraint_rows, joint_coordinates
 from jaxmb.sim.solver import Problem, solve
+from jaxmb.sim.tendons import dense_rows, tendon_mass
 from jaxmb.spatial import cross3
 
 
@@ -149,10 +150,12 @@ def newton_forces(scene, model, q, qd, dt, warm, kin, ab, rows: Rows) -> Constra
             d_side = jnp.concatenate([cross3(placement.p[:, None, :], u), u], -1)  # (nc, 3, 6) = [r x u; u]
             d = jnp.einsum("cer,crk->cek", rows.edges, d_side).reshape(c, 6)
             body = tuple(b for b in sd.body for _ in range(rows.edges.shape[1]))
-    dense = dense or any(j < 0 for j in coordinate)  # a row on several coordinates is no one coordinate's armature
+    # a row on several coordinates is no one coordinate's armature, nor is the tendons' term of the mass matrix
+    dense = dense or any(j < 0 for j in coordinate) or dense_rows(scene)
     if dense:
         M = ab.G.T @ mass_matrix(model.tree, q) @ ab.G if closed else mass_matrix(model, q)
-        metric = DenseMetric(M)
+        extra = tendon_mass(scene, q, dt, implicit=scene.impedance is None)  # (`jaxmb.sim.integrators.euler`)
+        metric = DenseMetric(M if extra is None else M + extra)
     else:
         metric = TreeMetric(kin.X, hinge_map(model), ab.G, ab.D, body_inertias(model),
                             model.armature, d, tree.topology, body, coordinate)

@@ -174,6 +174,8 @@ def mujoco_rows(scene, dt, dist, u, mu, elliptic, limit_dist):
         v_star.append(v)
     if not D:
         return jnp.zeros(0, dtype), jnp.zeros(0, dtype)
+    if not D:
+        return jnp.zeros(0, dtype), jnp.zeros(0, dtype)
     return jnp.concatenate(D).astype(dtype), jnp.concatenate(v_star).astype(dtype)
 
 

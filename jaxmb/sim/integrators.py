@@ -43,7 +43,7 @@ from jaxmb.sim.compliant import compliant_contact_forces, implicit_compliant_for
 from jaxmb.sim.constraints import ConstraintForces
 from jaxmb.sim.contact_frames import body_forces, world_forces
 from jaxmb.sim.inputs import Applied
-from jaxmb.sim.stages import Start, actuation, kinematics, start, turning_rates
+from jaxmb.sim.stages import Start, actuation, free_motion, kinematics, start, turning_rates
 from jaxmb.spatial import mv
 
 
@@ -134,11 +134,14 @@ def euler(scene, q, qd, ctrl, dt, warm, implicit=False, position_gains=True, app
     on_M = implicit and scene.impedance is not None
     if not on_M:
         model = damped
-    s = start(scene, model, q, qd, ctrl, dt, warm, applied, turning=not closed)
+    s = start(scene, model, q, qd, ctrl, dt, warm, applied, turning=not closed, implicit=not on_M)
     cf = s.constraints
     if on_M:
-        qdd = _accelerations(damped, q, qd, s.actuation.tau + cf.tau, s.actuation.f_applied)
-        qd_next = qd + dt * (qdd if closed else qdd + turning_rates(model, qd))
+        forced = s.actuation._replace(tau=s.actuation.tau + cf.tau)
+        if closed:
+            qd_next = qd + dt * _accelerations(damped, q, qd, forced.tau, forced.f_applied)
+        else:
+            qd_next = qd + dt * free_motion(scene, damped, q, qd, forced, dt, turning=True).qdd
     elif cf.velocity is not None:
         qd_next = cf.velocity
     else:

@@ -13,12 +13,13 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   geoms whose ``contype`` and ``conaffinity`` bitmasks meet (``contype1 & conaffinity2 | contype2 & conaffinity1``)
   on different weld bodies, neither excluded by ``<exclude>`` nor, unless the model disables ``filterparent``, a
   body and its parent (neither the world); passed to `jaxmb.sim.make_scene` as ``pairs_include``.
-* actuators with a joint transmission on a hinge or slide, a fixed gain and no bias or an affine one that is a
-  motor (no bias), a position servo (``biasprm = [0, -kp, -kv]``) or a velocity servo (``biasprm = [0, 0,
-  -kv]``): `jaxmb.sim.motor`, `position`, `velocity` with MuJoCo's gear, ``ctrlrange`` where ``ctrllimited`` and
-  ``forcerange`` (symmetric) where ``forcelimited``, named as in MuJoCo; with their activation dynamics where it is
-  none, ``integrator`` (``intvelocity``), ``filter`` or ``filterexact`` (``position``'s ``timeconst``), one
-  activation, not ``actearly``, with ``actrange`` where ``actlimited``.
+* actuators with a joint transmission on a hinge or slide, or a tendon transmission on a fixed tendon, a fixed
+  gain and no bias or an affine one that is a motor (no bias), a position servo (``biasprm = [0, -kp, -kv]``) or a
+  velocity servo (``biasprm = [0, 0, -kv]``): `jaxmb.sim.motor`, `position`, `velocity` with MuJoCo's gear,
+  ``ctrlrange`` where ``ctrllimited`` and ``forcerange`` (symmetric) where ``forcelimited``, named as in MuJoCo (on a
+  tendon through `jaxmb.sim.on_tendon`); with their activation dynamics where it is none, ``integrator``
+  (``intvelocity``), ``filter`` or ``filterexact`` (``position``'s ``timeconst``), one activation, not
+  ``actearly``, with ``actrange`` where ``actlimited``.
 * joint damping ``dof_damping`` and friction loss ``dof_frictionloss`` per degree of freedom; the linear springs
   of hinge and slide joints, ``jnt_stiffness`` about ``qpos_spring`` (`jaxmb.sim.actuators.JointTerms`), unless the
   model disables springs; joint limits (in the model) and the ranges of ball joints (``max(range)`` of the
@@ -33,6 +34,11 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
 * the fluid (``density``, ``viscosity``, ``wind``, ``fluidshape``, ``fluidcoef``): MuJoCo's inertia-box and
   ellipsoid models (`jaxmb.sim.mjcf_fluid`), explicit in every integrator; under ``implicit`` and
   ``implicitfast``, which differentiate them, refused unless ``drop`` names ``"integrator"``.
+* fixed tendons (`jaxmb.sim.tendons`, `_tendons`): their joints' coefficients, ranges where limited, dead-band
+  springs, damping, friction loss and armature, and their rows' ``solref``, ``solimp``, margins and ``invweight0``
+  (`tendon_impedance`); actuators on them. MuJoCo's Euler takes tendon damping explicitly, its ``implicitfast`` into
+  the step (`jaxmb.sim.tendons.Tendons.implicit`). Spatial tendons are refused (``"spatial tendons"``), and so are
+  fixed tendons with nonlinear or plastic springs, nonlinear damping or actuator force ranges (``"tendons"``).
 * the initial configuration ``qpos0`` (``Scene.q0``) and the keyframes in jaxmb's coordinates (`Keyframe`;
   `MjcfScene.init_state` and `MjcfScene.init_ctrl` reset to them as ``mj_resetDataKeyframe`` does).
 * equality constraints that close a loop of one-degree-of-freedom joints, as constraints of a
@@ -69,12 +75,13 @@ from jaxmb.io.mjcf import (
 )
 from jaxmb.io.mujoco import MujocoMap, mujoco_map
 from jaxmb.loops import close_loops, coupling, explicit, loop_closure
-from jaxmb.sim.actuators import motor, position, velocity
+from jaxmb.sim.actuators import motor, on_tendon, position, velocity
 from jaxmb.sim.closed_loops import is_closed, project, spanning_tree
 from jaxmb.sim.geometry import box, capsule, plane, sphere
 from jaxmb.sim.mjcf_fluid import mjcf_fluid
 from jaxmb.sim.mjcf_impedance import mujoco_impedance
 from jaxmb.sim.scene import Scene, make_scene
+from jaxmb.sim.tendons import FixedTendon, TendonImpedance
 from jaxmb.sim.stepping import init_state
 
 GEOM_TYPES = {0: "plane", 1: "hfield", 2: "sphere", 3: "capsule", 4: "ellipsoid", 5: "cylinder", 6: "box",
@@ -94,7 +101,9 @@ CATEGORIES = {
     "mocap": "mocap bodies (welded to the world at their pose in the file)",
     "fluid": "fluid forces the scene cannot take as MuJoCo does (an inertia box merged with welded bodies)",
     "armature": "armature of actuators that drive no single hinge or slide",
-    "tendons": "tendons",
+    "tendons": "fixed tendons with parts the scene cannot build (nonlinear springs or damping, actuator force "
+               "ranges, plastic springs)",
+    "spatial tendons": "spatial tendons (paths through sites, wrapping)",
     "flexes": "flexes",
     "plugins": "plugins",
     "height fields": "geoms on height fields that collide",
@@ -235,15 +244,17 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
     names = mujoco_names(mj)
     off = _disabled(mujoco, mj)
     left = [LeftOut(_not_loaded_category(e), e) for e in not_loaded(mj, names)
-            if not e.startswith(("equality constraints", "fluid forces", "ranges of ball joints"))]
+            if not e.startswith(("equality constraints", "fluid forces", "ranges of ball joints", "tendons"))]
     fluid, fluid_left = mjcf_fluid(mj, tree, m, names)
     left += [LeftOut("fluid", e) for e in fluid_left]
+    tendon_specs, tendon_ids = _tendons(mujoco, mj, m, off, left)
+    tendon_names = {t: spec.name for t, spec in zip(tendon_ids, tendon_specs)}
 
     geoms, geom_ids, geom_names = _geoms(mj, tree, m, left)
     chosen = [] if off["contact"] else contact_pairs(mj)
     pairs = _scene_pairs(mj, chosen, geom_ids, geom_names, [g.body for g in geoms], left)
     actuator_left, damping_left = [], []
-    specs, actuator_ids = _actuators(mujoco, mj, names, off, actuator_left)
+    specs, actuator_ids = _actuators(mujoco, mj, names, off, actuator_left, tendon_names)
     left += [LeftOut("disabled" if off["actuation"] else "actuators", e) for e in actuator_left]
     damping = None if off["damper"] else _per_coordinate(mj, m, mj.dof_damping, "damping", names, damping_left)
     spring_stiffness, spring_reference = (None, None) if off["spring"] else _springs(mj, m)
@@ -265,7 +276,7 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
                                           "integrator (the scene steps with \"implicitfast\")"))
     elif integrator == "euler" and not off["eulerdamp"] and damping is not None and np.any(damping > 0):
         integrator = "implicitfast"  # MuJoCo's Euler takes the joints' damping implicitly
-        damped = [spec.name for spec in specs if spec.kv > 0]
+        damped = [spec.name for spec in specs if spec.kv > 0 and spec.transmission == "joint"]
         if damped:
             left.append(LeftOut("integrator", _listing("the Euler integrator's explicit velocity gains of actuators",
                                                        damped)
@@ -284,7 +295,8 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
                    frictionloss=frictionloss, spring_stiffness=spring_stiffness, spring_reference=spring_reference,
                    limits=not off["limit"], integrator=integrator,
                    iterations=int(mj.opt.iterations), tolerance=float(mj.opt.tolerance), solver=solver,
-                   q0=_qpos0(mujoco, mj, m, model, source_name), fluid=fluid, ball_ranges=_ball_ranges(mj, m))
+                   q0=_qpos0(mujoco, mj, m, model, source_name), fluid=fluid, ball_ranges=_ball_ranges(mj, m),
+                   tendons=tendon_specs, implicit_tendons=int(mj.opt.integrator) != int(mujoco.mjtIntegrator.mjINT_EULER))
     if solver == "newton":  # MuJoCo's problem: the file's friction cone
         options["cone"] = _cone(mujoco, mj)
     options.update(make_scene_options)
@@ -292,6 +304,7 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
         scene = make_scene(model, geoms, **options)
         if impedance == "mujoco" and scene.options.solver == "newton" and scene.options.contact == "constraint":
             scene = mujoco_impedance(mj, scene, m, geom_ids)
+            scene = tendon_impedance(mj, scene, tendon_ids)
         elif impedance not in ("mujoco", None):
             raise ModelError(f"impedance must be 'mujoco' (MuJoCo's soft constraints) or None (jaxmb's rule), got "
                              f"{impedance!r}")
@@ -520,7 +533,7 @@ def _scene_pairs(mj, chosen, geom_ids, names, bodies, left):
 # -- actuators ----------------------------------------------------------------------------------------------------
 
 
-def _actuators(mujoco, mj, names, off, left):
+def _actuators(mujoco, mj, names, off, left, tendon_names):
     """``(specs, MuJoCo ids)`` of the actuators the scene takes (module docstring); the others, each with why, go
     to ``left``."""
     if off["actuation"]:
@@ -531,7 +544,7 @@ def _actuators(mujoco, mj, names, off, left):
     specs, ids, dropped = [], [], []
     for a in range(mj.nu):
         label = mj.actuator(a).name or f"actuator{a}"
-        spec = _actuator(mujoco, mj, names, a, label, off)
+        spec = _actuator(mujoco, mj, names, a, label, off, tendon_names)
         if isinstance(spec, str):
             dropped.append(f"{label!r} ({spec})")
         else:
@@ -545,16 +558,20 @@ def _actuators(mujoco, mj, names, off, left):
     return specs, ids
 
 
-def _actuator(mujoco, mj, names, a, label, off):
-    """The `jaxmb.sim.actuators` spec of MuJoCo actuator ``a``, or why the scene cannot take it (a string)."""
+def _actuator(mujoco, mj, names, a, label, off, tendon_names):
+    """The `jaxmb.sim.actuators` spec of MuJoCo actuator ``a``, or why the scene cannot take it (a string);
+    ``tendon_names`` {MuJoCo tendon: name} of the scene's tendons."""
     trn, dyn = int(mj.actuator_trntype[a]), int(mj.actuator_dyntype[a])
     gaintype, biastype = int(mj.actuator_gaintype[a]), int(mj.actuator_biastype[a])
-    if trn not in (mujoco.mjtTrn.mjTRN_JOINT, mujoco.mjtTrn.mjTRN_JOINTINPARENT):
-        return f"{_enum_name(mujoco.mjtTrn(trn))} transmission"
     j = int(mj.actuator_trnid[a, 0])
-    kind = JOINT_TYPES[mj.jnt_type[j]]
-    if kind not in ("hinge", "slide"):
-        return f"on the {kind} joint {names.joints[j]!r}"
+    on_a_tendon = trn == mujoco.mjtTrn.mjTRN_TENDON
+    if on_a_tendon:
+        if j not in tendon_names:
+            return f"on the tendon {mj.tendon(j).name or f'tendon{j}'!r}, which the scene leaves out"
+    elif trn not in (mujoco.mjtTrn.mjTRN_JOINT, mujoco.mjtTrn.mjTRN_JOINTINPARENT):
+        return f"{_enum_name(mujoco.mjtTrn(trn))} transmission"
+    elif JOINT_TYPES[mj.jnt_type[j]] not in ("hinge", "slide"):
+        return f"on the {JOINT_TYPES[mj.jnt_type[j]]} joint {names.joints[j]!r}"
     dyn_name = {mujoco.mjtDyn.mjDYN_NONE: "none", mujoco.mjtDyn.mjDYN_INTEGRATOR: "integrator",
                 mujoco.mjtDyn.mjDYN_FILTER: "filter", mujoco.mjtDyn.mjDYN_FILTEREXACT: "filterexact"}.get(dyn)
     if dyn_name is None:
@@ -580,22 +597,87 @@ def _actuator(mujoco, mj, names, a, label, off):
         if lo != -hi:
             return f"the asymmetric force range [{lo:g}, {hi:g}]"
         force_limit = abs(gear) * hi
-    joint = names.joints[j]
+    joint = tendon_names[j] if on_a_tendon else names.joints[j]
     common = dict(force_limit=force_limit, ctrl_range=ctrl_range, name=label)
     if not bias.any():
         spec = motor(joint, gear * gain, **common)
     elif bias[0] == 0 and bias[1] == -gain and bias[2] <= 0:
-        if mj.qpos0[mj.jnt_qposadr[j]] != 0:
+        if not on_a_tendon and mj.qpos0[mj.jnt_qposadr[j]] != 0:
             return f"a position servo on joint {joint!r}, whose reference position is not zero"
         spec = position(joint, gain, -bias[2], gear=gear, **common)
     elif bias[0] == 0 and bias[1] == 0 and bias[2] == -gain:
         spec = velocity(joint, gain, gear=gear, **common)
     else:
         return f"a general actuator (gain {gain:g}, bias {bias.tolist()}) that is no motor, position or velocity servo"
+    if on_a_tendon:  # its length the tendon's (MuJoCo's, qpos0 included: `jaxmb.sim.tendons`)
+        spec = on_tendon(spec, joint)
     if dyn_name == "none":
         return spec
     act_range = tuple(float(x) for x in mj.actuator_actrange[a]) if mj.actuator_actlimited[a] else (-np.inf, np.inf)
     return dataclasses.replace(spec, dyn=dyn_name, time_constant=float(mj.actuator_dynprm[a, 0]), act_range=act_range)
+
+
+# -- tendons ------------------------------------------------------------------------------------------------------
+
+
+def _tendons(mujoco, mj, m, off, left):
+    """``(specs, MuJoCo ids)``: the `jaxmb.sim.tendons.FixedTendon` of each fixed tendon (its joints' coefficients
+    ``wrap_prm``, its length at jaxmb's zero from ``qpos0``, ``tendon_range`` where limited, ``tendon_stiffness``
+    about ``tendon_lengthspring``, ``tendon_damping``, ``tendon_frictionloss``, each unless the file disables it,
+    ``tendon_armature``);
+    the spatial tendons and what a fixed tendon has beyond these go to ``left``."""
+    specs, ids, spatial, beyond = [], [], [], []
+    taken = set()
+    for t in range(mj.ntendon):
+        label = unique(mj.tendon(t).name or f"tendon{t}", taken)
+        adr, num = int(mj.tendon_adr[t]), int(mj.tendon_num[t])
+        wraps = range(adr, adr + num)
+        if any(int(mj.wrap_type[w]) != int(mujoco.mjtWrap.mjWRAP_JOINT) for w in wraps):
+            spatial.append(label)
+            continue
+        parts = [what for what, x in (("stiffnesspoly", mj.tendon_stiffnesspoly[t]),
+                                      ("dampingpoly", mj.tendon_dampingpoly[t]),
+                                      ("actuatorfrcrange", mj.tendon_actfrclimited[t]),
+                                      ("springyield", mj.tendon_springyield[t])) if np.any(x != 0)]
+        if parts:
+            beyond.append(f"{label!r} ({', '.join(parts)})")
+            continue
+        joints = {}
+        length0 = 0.0
+        for w in wraps:
+            j, coef = int(mj.wrap_objid[w]), float(mj.wrap_prm[w])
+            name = m.joint_names[j]
+            joints[name] = joints.get(name, 0.0) + coef
+            length0 += coef * float(mj.qpos0[mj.jnt_qposadr[j]])
+        limited = mj.tendon_limited[t] and not off["limit"]
+        specs.append(FixedTendon(
+            label, tuple(joints.items()), tuple(float(x) for x in mj.tendon_range[t]) if limited else (-np.inf, np.inf),
+            0.0 if off["spring"] else float(mj.tendon_stiffness[t]), tuple(float(x) for x in mj.tendon_lengthspring[t]),
+            0.0 if off["damper"] else float(mj.tendon_damping[t]),
+            0.0 if off["frictionloss"] else float(mj.tendon_frictionloss[t]), length0, float(mj.tendon_armature[t])))
+        ids.append(t)
+    if spatial:
+        left.append(LeftOut("spatial tendons", _listing("spatial tendons (through sites, wrapping)", spatial)))
+    if beyond:
+        left.append(LeftOut("tendons", "fixed tendons " + ", ".join(beyond)))
+    return specs, ids
+
+
+def tendon_impedance(mj, scene, tendon_ids):
+    """``scene`` with MuJoCo's numbers of its tendon rows (`jaxmb.sim.tendons.TendonImpedance`): each limited
+    tendon's ``tendon_solref_lim``, ``tendon_solimp_lim``, ``tendon_margin``, each tendon with friction's
+    ``tendon_solref_fri``, ``tendon_solimp_fri``, every tendon's ``tendon_invweight0``."""
+    ten = scene.tendons
+    if ten is None:
+        return scene
+    ids = np.asarray(tendon_ids, int)
+    li, fi = ids[np.asarray(ten.limited, int)], ids[np.asarray(ten.friction, int)]
+    numbers = (mj.tendon_solref_lim[li].reshape(-1, 2), mj.tendon_solimp_lim[li].reshape(-1, 5), mj.tendon_margin[li],
+               mj.tendon_solref_fri[fi].reshape(-1, 2), mj.tendon_solimp_fri[fi].reshape(-1, 5),
+               mj.tendon_invweight0[ids])
+    dtype = ten.coef.dtype
+    imp = TendonImpedance(*(jnp.asarray(np.asarray(x, float), dtype) for x in numbers))
+    return scene.replace(tendons=ten.replace(impedance=imp))
 
 
 # -- joints -------------------------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ A step's rows come in blocks, in this order: the contacts of the constraint mode
 the directions ``edges`` of its frame ``[n, t1, t2]`` (Coulomb's cone on its normal and tangents, ``k = 3``, or
 the Newton solver's four pyramid edges ``n +- mu t_j``, ``k = 4``: `jaxmb.sim.contact_frames.pyramid`), then the
 joint rows (each limited coordinate's limit, then each Coulomb friction row: `jaxmb.sim.joint_rows`; then each
-ball joint's range, `jaxmb.sim.ball_limits`: rows on several coordinates, whose ``coordinate`` is -1). Each row has
+ball joint's range, `jaxmb.sim.ball_limits`, then each tendon's limit and friction rows, `jaxmb.sim.tendons`: rows on
+several coordinates, whose ``coordinate`` is -1). Each row has
 its Jacobian row ``J_i`` on the (spanning) tree's velocities, its reference velocity ``v_star_i`` (the velocity the
 row asks for at the step's end), its impulse bounds, and, where the scene states MuJoCo's soft constraints, its
 weight ``D_i = 1 / R_i`` (`jaxmb.sim.impedance`).
@@ -29,6 +30,8 @@ from jaxmb.sim.collision import Contacts
 from jaxmb.sim.contact_frames import contact_jacobian, friction, pyramid
 from jaxmb.sim.impedance import mujoco_rows
 from jaxmb.sim.joint_rows import JointRows, joint_rows, limit_distances, target_velocity
+from jaxmb.sim.tendons import mujoco_rows as tendon_mujoco_rows
+from jaxmb.sim.tendons import with_tendon_rows_after
 
 
 class Rows(NamedTuple):
@@ -65,6 +68,8 @@ def constraint_rows(scene, q, qd, dt, kin) -> Rows | None:
     `jaxmb.sim.stages.Kinematics` ``kin``; None where the step has no row."""
     dtype = qd.dtype
     joints, ball_dist = with_ball_rows(scene, q, dt, joint_rows(scene, q, dt))
+    joints = with_tendon_rows_after(scene, q, dt, joints)
+    n_tendon = 0 if scene.tendons is None else scene.tendons.rows
     con = kin.contacts if scene.nc and scene.options.contact == "constraint" else None
     if con is None and not joints.J.shape[0]:
         return None
@@ -96,9 +101,14 @@ def constraint_rows(scene, q, qd, dt, kin) -> Rows | None:
         limit_dist = limit_distances(scene, q)[0] if scene.options.limited else None
         D, v_star = mujoco_rows(scene, dt, None if con is None else con.dist, J @ qd, mu if con is not None else None,
                                 elliptic, limit_dist)
-        if ball_dist is not None:  # the ball rows, last (`jaxmb.sim.ball_limits`)
-            D_b, v_b = mujoco_ball_rows(scene, dt, ball_dist, J[-ball_dist.shape[0]:] @ qd)
+        u = J @ qd
+        if ball_dist is not None:  # the ball rows (`jaxmb.sim.ball_limits`), then the tendons'
+            n = ball_dist.shape[0]
+            D_b, v_b = mujoco_ball_rows(scene, dt, ball_dist, u[u.shape[0] - n_tendon - n:u.shape[0] - n_tendon])
             D, v_star = jnp.concatenate([D, D_b]), jnp.concatenate([v_star, v_b])
+        if n_tendon:  # the tendons' rows, last (`jaxmb.sim.tendons`)
+            D_t, v_t = tendon_mujoco_rows(scene.tendons, q, dt, u[-n_tendon:])
+            D, v_star = jnp.concatenate([D, D_t]), jnp.concatenate([v_star, v_t])
     return Rows(J, v_star, jnp.concatenate(lo), jnp.concatenate(hi), mu if elliptic else jnp.zeros(0, dtype), D,
                 edges, con, joints)
 

@@ -22,6 +22,8 @@ from jaxmb.sim.closed_loops import is_closed, spanning_tree
 from jaxmb.sim.fluid import Fluid
 from jaxmb.sim.geometry import Geometry, Pairs, geometry, pairs
 from jaxmb.sim.impedance import Impedance
+from jaxmb.sim.tendons import Tendons, check_scene
+from jaxmb.sim.tendons import tendons as gather_tendons
 
 INTEGRATORS = ("euler", "implicit", "implicitfast", "rk4")
 CONTACT_MODELS = ("constraint", "compliant")
@@ -91,7 +93,7 @@ class Scene:
     (`jaxmb.sim.impedance`), None for jaxmb's rule (``timeconst``, ``regularization``). ``fluid`` is the medium whose
     drag and lift act on the bodies (`jaxmb.sim.fluid`), None for none. ``ball_ranges`` (nbl,) is the largest
     rotation angle (radians) of each ball joint of ``options.ball_limited`` (`jaxmb.sim.ball_limits`), None for
-    none."""
+    none. ``tendons`` the fixed tendons (`jaxmb.sim.tendons.Tendons`), None where there are none."""
 
     model: object
     geometry: Geometry | None
@@ -104,6 +106,7 @@ class Scene:
     options: Options = field(default=Options(), metadata=dict(static=True))
     fluid: Fluid | None = None
     ball_ranges: jnp.ndarray | None = None
+    tendons: Tendons | None = None
 
     @property
     def tree(self):
@@ -124,11 +127,14 @@ class Scene:
     def rows(self) -> int:
         """Rows of the constraint impulses a `jaxmb.sim.State` keeps: three per contact slot of the constraint model
         (normal and two tangents; four pyramid edges with ``cone="pyramidal"``), one per limited coordinate, one per
-        coordinate with Coulomb friction (constraint option), one per ball joint with a range. With ``limit_rows``
-        the solver takes that many of the limit rows a step."""
+        coordinate with Coulomb friction (constraint option), one per ball joint with a range, then the tendons' limit
+        and friction rows (`jaxmb.sim.tendons.tendon_rows`). With ``limit_rows`` the solver takes that many of the
+        joints' limit rows a step."""
         per_contact = 4 if self.options.cone == "pyramidal" else 3
         contact = per_contact * self.nc if self.options.contact == "constraint" else 0
-        return contact + len(self.options.limited) + len(self.options.friction) + len(self.options.ball_limited)
+        tendon = 0 if self.tendons is None else self.tendons.rows
+        return (contact + len(self.options.limited) + len(self.options.friction) + len(self.options.ball_limited)
+                + tendon)
 
     def replace(self, **changes) -> "Scene":
         return dataclasses.replace(self, **changes)
@@ -139,7 +145,7 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
                joint_friction="constraint", limits=True, contact="constraint",
                integrator="implicit", iterations=30, tolerance=1e-10, limit_rows=None, stiffness=2e5, dissipation=2.0,
                slip_velocity=1e-3, timeconst=0.02, regularization=None, solver="pgs", cone="elliptic", q0=None,
-               fluid=None, ball_ranges=None):
+               fluid=None, ball_ranges=None, tendons=(), implicit_tendons=True):
     """Build and check a `Scene` (module docstring) of ``model``, a `jaxmb.Model` or a closed-loop
     `jaxmb.loops.LoopModel`, whose geometry, actuators, damping and limits sit on its spanning tree
     (`jaxmb.sim.closed_loops`).
@@ -163,8 +169,10 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     neutral configuration; a closed-loop scene's is projected onto its loops when a state starts from it); fluid:
     a `jaxmb.sim.fluid.Fluid` on the spanning tree's bodies (`jaxmb.sim.fluid.fluid`), taken explicitly by every
     integrator; ball_ranges: {ball joint name: the largest angle (radians) its rotation may reach}, enforced
-    with ``limits`` by one row each (`jaxmb.sim.ball_limits`; a tree only, every limit row each step); the rest:
-    `ContactParams`.
+    with ``limits`` by one row each (`jaxmb.sim.ball_limits`; a tree only, every limit row each step); tendons: `jaxmb.sim.tendons.fixed_tendon` specs, which actuators with ``transmission="tendon"``
+    drive (`jaxmb.sim.actuators.on_tendon`); implicit_tendons: the implicit integrators take the tendons' damping and
+    their servos' gains into their step as MuJoCo's ``implicitfast`` (False: explicitly, as MuJoCo's Euler;
+    `jaxmb.sim.tendons`); the rest: `ContactParams`.
     """
     if integrator not in INTEGRATORS:
         raise ModelError(f"unknown integrator {integrator!r}; choose one of {INTEGRATORS}")
@@ -225,12 +233,15 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     params = ContactParams(**{k: jnp.asarray(v, dtype) for k, v in numbers.items()})
     options = Options(integrator, contact, int(iterations), float(tolerance), solver, joint_friction, cone,
                       limited, friction, limit_rows, ball_limited)
-    acts = gather_actuators(tree, actuators)
+    ten = gather_tendons(tree, tendons, bool(implicit_tendons)) if tendons else None
+    acts = gather_actuators(tree, actuators, ten)
     if acts.na and integrator == "rk4":
         raise ModelError(f"actuators with activation dynamics {[acts.names[i] for i in acts.stateful]} step with the "
                          "'euler', 'implicit' or 'implicitfast' integrator, not 'rk4'")
+    check_scene(ten, acts, model, options)
     ball_angles = None if ball_angles is None else jnp.asarray(ball_angles, dtype)
-    return Scene(model, geo, acts, joints, params, q0.astype(dtype), None, pair_table, options, fluid, ball_angles)
+    return Scene(model, geo, acts, joints, params, q0.astype(dtype), None, pair_table, options, fluid, ball_angles,
+                 ten)
 
 
 def _ball_limits(model, ball_ranges, limits, limit_rows):

@@ -27,6 +27,8 @@ from jaxmb.sim.constraints import ConstraintForces, constraint_forces
 from jaxmb.sim.contact_frames import contacts
 from jaxmb.sim.fluid import with_fluid
 from jaxmb.sim.inputs import Applied, with_applied
+from jaxmb.sim.tendons import passive_forces as tendon_passive_forces
+from jaxmb.sim.tendons import with_tendon_mass
 from jaxmb.spatial import Transform, cross3
 
 
@@ -57,9 +59,10 @@ class Actuation(NamedTuple):
 
 
 def joint_forces(scene, q, qd, ctrl):
-    """Actuator and passive joint forces (nv,) at ``(q, qd)``."""
+    """Actuator and passive joint and tendon forces (nv,) at ``(q, qd)``."""
     smooth = scene.options.joint_friction == "smooth"
-    return actuator_forces(scene.actuators, q, qd, ctrl) + passive_forces(scene.joints, q, qd, smooth)
+    tau = actuator_forces(scene.actuators, q, qd, ctrl, scene.tendons) + passive_forces(scene.joints, q, qd, smooth)
+    return tau if scene.tendons is None else tau + tendon_passive_forces(scene.tendons, q, qd)
 
 
 def actuation(scene, model, q, v, ctrl, applied: Applied, T) -> Actuation:
@@ -147,13 +150,14 @@ def turning_rates(model, qd):
     return out
 
 
-def free_motion(model, q, v, act: Actuation, turning=False):
-    """The free motion at ``(q, v)`` under the `Actuation` ``act``: `StepFactors` of a tree (with its free joints'
-    `turning_rates` added to ``qdd`` where ``turning``), `jaxmb.sim.closed_loops.LoopFactors` of a closed-loop
-    ``model``."""
+def free_motion(scene, model, q, v, act: Actuation, dt, turning=False, implicit=True):
+    """The free motion at ``(q, v)`` under the `Actuation` ``act``: `StepFactors` of a tree (its free accelerations
+    those of the mass matrix with the tendons' term, `jaxmb.sim.tendons.with_tendon_mass`, whose implicit part is
+    left out where ``implicit`` is False; its free joints' `turning_rates` added to ``qdd`` where ``turning``),
+    `jaxmb.sim.closed_loops.LoopFactors` of a closed-loop ``model``."""
     if is_closed(model):
         return loop_factors(model, q, v, act.tau, act.f_applied)
-    ab = step_factors(model, q, v, act.tau, act.f_applied)
+    ab = with_tendon_mass(scene, model, q, step_factors(model, q, v, act.tau, act.f_applied), dt, implicit)
     return ab._replace(qdd=ab.qdd + turning_rates(model, v)) if turning else ab
 
 
@@ -167,11 +171,11 @@ class Start(NamedTuple):
     constraints: ConstraintForces
 
 
-def start(scene, model, q, v, ctrl, dt, warm, applied: Applied, turning=False) -> Start:
+def start(scene, model, q, v, ctrl, dt, warm, applied: Applied, turning=False, implicit=True) -> Start:
     """The `Start` of a step from ``(q, v)`` under the controls ``ctrl`` and the applied inputs, its rows solved
     from the warm start ``warm`` (module docstring). ``model`` is the scene's model, or the one whose armature
-    carries the implicit damping."""
+    carries the implicit damping (``implicit``: and the tendons' implicit term with it)."""
     kin = kinematics(scene, q)
     act = actuation(scene, model, q, v, ctrl, applied, kin.T)
-    free = free_motion(model, q, v, act, turning)
+    free = free_motion(scene, model, q, v, act, dt, turning, implicit)
     return Start(kin, act, free, constraint_forces(scene, model, q, v, dt, warm, kin, free))
