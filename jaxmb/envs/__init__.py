@@ -3,13 +3,14 @@ adapters to brax's trainers and to gymnax's signature (docs/envs.md).
 
 Modules: `core` (`State`, `Env`), `wrappers` (`Vmap`, `EpisodeLength`, `AutoReset`, `Randomize`, `Push`,
 `ActionLatency`, `ObservationNoise`, `wrap`), `randomization` (randomizations over named scene leaves), `rewards`
-(the tasks' reward terms), the tasks `pendulum`, `cartpole`, `acrobot`, the adapters `brax` and `gymnax`, and
+(the tasks' reward terms), the tasks `pendulum`, `cartpole`, `acrobot`, `panda_reach`, the adapters `brax` and `gymnax`, and
 `train` (brax's PPO on a task); the last three are imported by name (``from jaxmb.envs import brax``).
 """
 
 from jaxmb.envs.acrobot import AcrobotSwingup
 from jaxmb.envs.cartpole import Cartpole
 from jaxmb.envs.core import Env, State
+from jaxmb.envs.panda_reach import PandaReach
 from jaxmb.envs.pendulum import PendulumSwingup
 from jaxmb.envs.randomization import uniform
 from jaxmb.envs.wrappers import (ActionLatency, AutoReset, EpisodeLength, ObservationNoise, Push, Randomize, Vmap,
@@ -19,6 +20,8 @@ _TASKS = {
     "acrobot_swingup": AcrobotSwingup,
     "cartpole_balance": lambda **kw: Cartpole(balance=True, **kw),
     "cartpole_swingup": lambda **kw: Cartpole(balance=False, **kw),
+    "panda_reach_cartesian": lambda **kw: PandaReach(action="cartesian", **kw),
+    "panda_reach_torque": lambda **kw: PandaReach(action="torque", **kw),
     "pendulum_swingup": PendulumSwingup,
 }
 
@@ -39,5 +42,5 @@ def make(name: str, **kwargs) -> Env:
 
 __all__ = [
     "AcrobotSwingup", "ActionLatency", "AutoReset", "Cartpole", "Env", "EpisodeLength", "ObservationNoise",
-    "PendulumSwingup", "Push", "Randomize", "State", "Vmap", "Wrapper", "make", "names", "uniform", "wrap",
+    "PandaReach", "PendulumSwingup", "Push", "Randomize", "State", "Vmap", "Wrapper", "make", "names", "uniform", "wrap",
 ]
