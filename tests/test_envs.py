@@ -64,7 +64,8 @@ def test_every_task_resets_and_steps_with_its_documented_shapes(name):
 
 
 def test_the_registry_names_the_tasks_and_refuses_an_unknown_one():
-    assert envs.names() == ("acrobot_swingup", "cartpole_balance", "cartpole_swingup", "pendulum_swingup")
+    assert envs.names() == ("acrobot_swingup", "cartpole_balance", "cartpole_swingup", "panda_reach_cartesian",
+                            "panda_reach_torque", "pendulum_swingup", "quadruped_joystick")
     with pytest.raises(ValueError, match="cartpole_balance, cartpole_swingup"):
         envs.make("cartpole")
     with pytest.raises(ValueError, match="integer multiple"):
