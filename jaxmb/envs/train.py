@@ -33,6 +33,8 @@ HYPERPARAMETERS = {
     "cartpole_swingup": dict(_PPO, num_timesteps=3_000_000, discounting=0.99, seed=0),
     "pendulum_swingup": dict(_PPO, num_timesteps=3_000_000, discounting=0.99, seed=0),
     "acrobot_swingup": dict(_PPO, num_timesteps=10_000_000, discounting=0.99, seed=0),
+    "panda_reach_torque": dict(_PPO, episode_length=200, num_timesteps=1_000_000, seed=0),
+    "panda_reach_cartesian": dict(_PPO, episode_length=200, num_timesteps=1_000_000, seed=0),
 }
 """brax ``ppo.train``'s arguments per task (with the networks of `NETWORK`), sized for a CPU of a few cores."""
 
@@ -122,7 +124,7 @@ def load_policy(path, deterministic=True):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m jaxmb.envs.train", description=__doc__.split("\n")[0])
-    parser.add_argument("task", choices=envs.names())
+    parser.add_argument("task", choices=sorted(HYPERPARAMETERS))
     parser.add_argument("--timesteps", type=int, help="environment steps (default: the task's HYPERPARAMETERS)")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--num-envs", type=int)
