@@ -4,7 +4,6 @@ step, and a short PPO run of cartpole balance that shows it learning.
     python benchmarks/envs.py            # every environment of ENVIRONMENTS and the PPO run (minutes on 2 cores)
     python benchmarks/envs.py --no-ppo   # the throughput and compile times alone
     python benchmarks/envs.py --tiny     # cartpole at batches 1 and 4, no PPO: proves the script works
-    python benchmarks/envs.py --panda-ppo  # PPO on the Panda reach in both action spaces, one plot (envs-panda-ppo)
 
 Each environment runs as a trainer sees it: `jaxmb.envs.wrap` with an episode length of 1000, auto-reset and
 `Vmap`, with the randomization of `ENVIRONMENTS` redrawn at every reset: ``cartpole_balance`` (masses),
@@ -13,7 +12,7 @@ Each environment runs as a trainer sees it: `jaxmb.envs.wrap` with an episode le
 gains, and pushes on the trunk: `jaxmb.envs.quadruped_joystick.RANDOMIZE`, ``PUSH``). A step is one action held
 for ``ctrl_dt`` (``substeps`` simulator steps of ``sim_dt``). The figure is ``batch / time`` of one ``jit``
 batched step, best of repeats, in float32. Compile times are those of ``jax.jit(env.reset).lower(keys).compile()``
-and of the batched step, at the largest batch measured below 1024. The PPO run is `jaxmb.envs.train.train` with its
+and of the batched step, at the largest batch measured up to 1024. The PPO run is `jaxmb.envs.train.train` with its
 ``cartpole_balance`` hyper-parameters.
 
 Peer: MuJoCo Playground's ``CartpoleBalance`` (on MJX) is the natural one, but Playground is not installed here,
@@ -21,7 +20,6 @@ so this measures jaxmb alone.
 """
 
 import argparse
-import json
 import time
 
 import jax
@@ -88,40 +86,6 @@ def ppo_run():
     return dict(steps=steps, rewards=rewards, seconds=seconds, config=train.HYPERPARAMETERS["cartpole_balance"])
 
 
-PANDA_PPO_STEPS = 300_000
-"""The environment steps of each Panda reach PPO run (a few minutes each on a 2-core CPU)."""
-
-
-def panda_ppo():
-    from jaxmb.envs import train
-
-    runs = {}
-    for name in ("panda_reach_torque", "panda_reach_cartesian"):
-        start = time.perf_counter()
-        steps, rewards, _ = train.train(name, progress=False, num_timesteps=PANDA_PPO_STEPS)
-        runs[name] = dict(steps=steps, rewards=rewards, seconds=time.perf_counter() - start,
-                          config=dict(train.HYPERPARAMETERS[name], num_timesteps=PANDA_PPO_STEPS))
-        for s, r in zip(steps, rewards):
-            print(f"PPO {name}: {s:8d} env steps, evaluation episode reward {r:7.1f}")
-    return runs
-
-
-def plot_panda_ppo(runs, path):
-    """Both Panda reach PPO runs' evaluation reward against the environment steps, in ``path``."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(5, 3.4))
-    ax = fig.subplots()
-    for name, run in runs.items():
-        ax.plot(run["steps"], run["rewards"], marker="o", label=f"{name} ({run['seconds']:.0f} s)")
-    ax.set(xlabel="environment steps", ylabel="evaluation episode reward (200 steps)", title="Panda reach, PPO (brax)")
-    ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-
-
 def plot(payload, path):
     """Throughput against the batch, and the PPO run's reward curve where there is one, in ``path``."""
     import matplotlib
@@ -154,13 +118,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--no-ppo", action="store_true")
-    parser.add_argument("--panda-ppo", action="store_true")
     args = parser.parse_args()
-    if args.panda_ppo:
-        path = save("envs-panda-ppo", dict(machine=machine(), runs=panda_ppo()))
-        plot_panda_ppo(json.loads(path.read_text())["runs"], path.with_suffix(".png"))
-        print(f"wrote {path} and its plot")
-        return
     payload = dict(machine=machine(), throughput=[], compile=[])
     for name, (_, batches) in ENVIRONMENTS.items():
         if args.tiny and name != "cartpole_balance":

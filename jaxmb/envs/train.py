@@ -33,8 +33,6 @@ HYPERPARAMETERS = {
     "cartpole_swingup": dict(_PPO, num_timesteps=3_000_000, discounting=0.99, seed=0),
     "pendulum_swingup": dict(_PPO, num_timesteps=3_000_000, discounting=0.99, seed=0),
     "acrobot_swingup": dict(_PPO, num_timesteps=10_000_000, discounting=0.99, seed=0),
-    "panda_reach_torque": dict(_PPO, episode_length=200, num_timesteps=1_000_000, seed=0),
-    "panda_reach_cartesian": dict(_PPO, episode_length=200, num_timesteps=1_000_000, seed=0),
 }
 """brax ``ppo.train``'s arguments per task (with the networks of `NETWORK`), sized for a CPU of a few cores."""
 
