@@ -64,7 +64,8 @@ def test_every_task_resets_and_steps_with_its_documented_shapes(name):
 
 
 def test_the_registry_names_the_tasks_and_refuses_an_unknown_one():
-    assert envs.names() == ("acrobot_swingup", "cartpole_balance", "cartpole_swingup", "pendulum_swingup")
+    assert envs.names() == ("acrobot_swingup", "cartpole_balance", "cartpole_swingup", "panda_reach_cartesian",
+                            "panda_reach_torque", "pendulum_swingup", "quadruped_joystick")
     with pytest.raises(ValueError, match="cartpole_balance, cartpole_swingup"):
         envs.make("cartpole")
     with pytest.raises(ValueError, match="integer multiple"):
@@ -76,7 +77,7 @@ def test_rewards_on_scripted_states_are_their_closed_forms():
     scene, zero = cart.scene, jnp.zeros(1)
 
     def r(env, q, qd=None, action=zero):
-        return float(env.reward(env.scene, sim.init_state(env.scene, jnp.asarray(q, float), qd), action)[0])
+        return float(env.reward(env.scene, sim.init_state(env.scene, jnp.asarray(q, float), qd), action, {})[0])
 
     assert r(cart, [0.0, 0.0]) == 1.0                                   # upright, at rest, centred, no effort
     assert r(cart, [0.0, np.pi]) == pytest.approx(0.0, abs=1e-16)       # hanging
@@ -90,9 +91,9 @@ def test_rewards_on_scripted_states_are_their_closed_forms():
     up = sim.init_state(scene, jnp.array([0.0, 0.0]))
     fallen = sim.init_state(scene, jnp.array([0.0, 0.8]))               # cos 0.8 = 0.697 < 0.75
     off = sim.init_state(scene, jnp.array([3.1, 0.0]))
-    assert not cart.terminated(scene, up) and cart.terminated(scene, fallen) and cart.terminated(scene, off)
+    assert not cart.terminated(scene, up, {}) and cart.terminated(scene, fallen, {}) and cart.terminated(scene, off, {})
     swing = task("cartpole_swingup")
-    assert not swing.terminated(scene, fallen) and swing.terminated(scene, off)
+    assert not swing.terminated(scene, fallen, {}) and swing.terminated(scene, off, {})
 
 
 def test_the_cartpole_is_the_documented_cartpole():

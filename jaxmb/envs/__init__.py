@@ -3,14 +3,16 @@ adapters to brax's trainers and to gymnax's signature (docs/envs.md).
 
 Modules: `core` (`State`, `Env`), `wrappers` (`Vmap`, `EpisodeLength`, `AutoReset`, `Randomize`, `Push`,
 `ActionLatency`, `ObservationNoise`, `wrap`), `randomization` (randomizations over named scene leaves), `rewards`
-(the tasks' reward terms), the tasks `pendulum`, `cartpole`, `acrobot`, the adapters `brax` and `gymnax`, and
+(the tasks' reward terms), the tasks `pendulum`, `cartpole`, `acrobot`, `panda_reach`, `quadruped_joystick`, the adapters `brax` and `gymnax`, and
 `train` (brax's PPO on a task); the last three are imported by name (``from jaxmb.envs import brax``).
 """
 
 from jaxmb.envs.acrobot import AcrobotSwingup
 from jaxmb.envs.cartpole import Cartpole
 from jaxmb.envs.core import Env, State
+from jaxmb.envs.panda_reach import PandaReach
 from jaxmb.envs.pendulum import PendulumSwingup
+from jaxmb.envs.quadruped_joystick import QuadrupedJoystick
 from jaxmb.envs.randomization import uniform
 from jaxmb.envs.wrappers import (ActionLatency, AutoReset, EpisodeLength, ObservationNoise, Push, Randomize, Vmap,
                                  Wrapper, wrap)
@@ -19,7 +21,10 @@ _TASKS = {
     "acrobot_swingup": AcrobotSwingup,
     "cartpole_balance": lambda **kw: Cartpole(balance=True, **kw),
     "cartpole_swingup": lambda **kw: Cartpole(balance=False, **kw),
+    "panda_reach_cartesian": lambda **kw: PandaReach(action="cartesian", **kw),
+    "panda_reach_torque": lambda **kw: PandaReach(action="torque", **kw),
     "pendulum_swingup": PendulumSwingup,
+    "quadruped_joystick": QuadrupedJoystick,
 }
 
 
@@ -39,5 +44,5 @@ def make(name: str, **kwargs) -> Env:
 
 __all__ = [
     "AcrobotSwingup", "ActionLatency", "AutoReset", "Cartpole", "Env", "EpisodeLength", "ObservationNoise",
-    "PendulumSwingup", "Push", "Randomize", "State", "Vmap", "Wrapper", "make", "names", "uniform", "wrap",
+    "PandaReach", "PendulumSwingup", "QuadrupedJoystick", "Push", "Randomize", "State", "Vmap", "Wrapper", "make", "names", "uniform", "wrap",
 ]

@@ -54,13 +54,13 @@ class AcrobotSwingup(Env):
         qd = jax.random.uniform(k_qd, (2,), dtype, -0.1, 0.1)
         return sim.init_state(scene, q, qd)
 
-    def control(self, scene, action):
+    def control(self, scene, state, action):
         return jnp.clip(action, -1.0, 1.0)
 
-    def observe(self, scene, state):
+    def observe(self, scene, state, memory):
         q, qd = state.q, state.qd
         return jnp.concatenate([jnp.stack([jnp.cos(q[0]), jnp.sin(q[0]), jnp.cos(q[1]), jnp.sin(q[1])]), qd])
 
-    def reward(self, scene, state, action):
+    def reward(self, scene, state, action, memory):
         h = tip_height(state.q)
         return (2.0 + h) / 4.0 * rewards.small_control(action), {"tip_height": h}

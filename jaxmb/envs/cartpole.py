@@ -60,14 +60,14 @@ class Cartpole(Env):
         qd = 0.01 * jax.random.normal(k_qd, (2,), dtype)
         return sim.init_state(scene, jnp.stack([x, theta]), qd)
 
-    def control(self, scene, action):
+    def control(self, scene, state, action):
         return jnp.clip(action, -1.0, 1.0)
 
-    def observe(self, scene, state):
+    def observe(self, scene, state, memory):
         (x, theta), (xd, thetad) = state.q, state.qd
         return jnp.stack([x, jnp.cos(theta), jnp.sin(theta), xd, thetad])
 
-    def reward(self, scene, state, action):
+    def reward(self, scene, state, action, memory):
         (x, theta), thetad = state.q, state.qd[1]
         up = rewards.upright(jnp.cos(theta))
         centered = (1.0 + rewards.small(x, 2.0)) / 2.0
@@ -75,7 +75,7 @@ class Cartpole(Env):
         effort = rewards.small_control(action)
         return up * centered * effort * still, {"upright": up, "centered": centered}
 
-    def terminated(self, scene, state):
+    def terminated(self, scene, state, memory):
         off_rail = jnp.abs(state.q[0]) > self.rail
         if self.balance:
             return off_rail | (jnp.cos(state.q[1]) < FALLEN_COS)

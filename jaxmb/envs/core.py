@@ -3,7 +3,12 @@
 An environment is a Python object (static under ``jax.jit``) with two pure functions of one world:
 ``reset(rng) -> State`` and ``step(state, action) -> State``. Batching worlds is ``jax.vmap`` (`jaxmb.envs.Vmap`).
 Each step holds the action for ``ctrl_dt`` and advances the simulator by ``ctrl_dt / sim_dt`` steps of ``sim_dt``
-in a ``lax.scan``.
+in a ``lax.scan``; the task's `Env.control` maps the action to the simulator's controls at every one of them, from
+the simulator state then (a low-level controller at the simulator's rate, as an operational-space one).
+
+What a task keeps beside the simulator state (a target drawn at reset, a command, the last action) is its
+``memory``, a dict of arrays in ``info["memory"]``: drawn by `Env.initial_memory` at reset, advanced by
+`Env.remember` after each step, and handed to `Env.observe`, `Env.reward` and `Env.terminated`.
 
 The scene a world runs is an argument of the environment's functions: ``reset_scene(scene, rng)`` and
 ``step_scene(scene, state, action)`` are the functions of a world whose scene is ``scene``, and ``reset`` and
@@ -34,7 +39,8 @@ class State(NamedTuple):
     metrics: dict of () arrays, the task's reward terms and ``diverged`` (1.0 where the world's step was not finite).
     info: dict; ``rng`` the world's key; ``terminated`` () 1.0 where the task ended the episode (a failure state or
         a diverged world: the value of what follows is zero); ``truncated`` () 1.0 where a time limit cut it
-        (`jaxmb.envs.EpisodeLength`: the value of what follows is not zero); wrappers add their own entries
+        (`jaxmb.envs.EpisodeLength`: the value of what follows is not zero); ``memory`` the task's memory (module
+        docstring); wrappers add their own entries
         (``episode_steps``, ``scene``, ``action_buffer``, ``xfrc``).
     """
 
@@ -56,7 +62,7 @@ def finite_or_zero(tree):
 
 class Env:
     """An environment of one world (module docstring). Tasks subclass it and define `initial_state`, `observe`,
-    `reward`, `terminated` and `control`; wrappers (`jaxmb.envs.Wrapper`) subclass it and forward to the
+    `reward`, `terminated` and `control`, and `initial_memory` and `remember` where they keep a memory; wrappers (`jaxmb.envs.Wrapper`) subclass it and forward to the
     environment they wrap.
 
     scene: the nominal `jaxmb.sim.Scene`; sim_dt: the simulator's time step (s); ctrl_dt: the time an action is
@@ -80,32 +86,42 @@ class Env:
         """The simulator state a world starts an episode from (drawn with ``rng``)."""
         raise NotImplementedError
 
-    def observe(self, scene, state: sim.State):
-        """The observation of ``state``: an array (n,) or a dict of arrays."""
+    def initial_memory(self, scene, rng) -> dict:
+        """The task's memory at the start of an episode (a dict of arrays, drawn with ``rng``): none by default."""
+        return {}
+
+    def remember(self, scene, memory, state: sim.State, action) -> dict:
+        """The memory after a step under ``action`` that arrived at ``state``: ``memory`` unchanged by default."""
+        return memory
+
+    def observe(self, scene, state: sim.State, memory):
+        """The observation of ``state`` (and ``memory``): an array (n,) or a dict of arrays."""
         raise NotImplementedError
 
-    def reward(self, scene, state: sim.State, action):
-        """``(reward, metrics)`` of arriving at ``state`` under ``action``: a () array and a dict of () arrays."""
+    def reward(self, scene, state: sim.State, action, memory):
+        """``(reward, metrics)`` of arriving at ``state`` under ``action``, ``memory`` the memory before the step (its
+        last action is the previous step's): a () array and a dict of () arrays."""
         raise NotImplementedError
 
-    def privileged(self, scene, state: sim.State):
+    def privileged(self, scene, state: sim.State, memory):
         """What the critic of an `asymmetric` environment sees beside the observation: the scene's body masses
         (nb,) and actuator gears (nu,), the quantities `jaxmb.envs.Randomize` draws most often."""
         return jnp.concatenate([scene.tree.mass, scene.actuators.gear])
 
-    def observation(self, scene, state: sim.State):
+    def observation(self, scene, state: sim.State, memory):
         """`observe`, as the dict of an `asymmetric` environment where it is one."""
-        obs = self.observe(scene, state)
+        obs = self.observe(scene, state, memory)
         if not self.asymmetric:
             return obs
-        return {"state": obs, "privileged_state": jnp.concatenate([obs, self.privileged(scene, state)])}
+        return {"state": obs, "privileged_state": jnp.concatenate([obs, self.privileged(scene, state, memory)])}
 
-    def terminated(self, scene, state: sim.State):
+    def terminated(self, scene, state: sim.State, memory):
         """() bool: whether ``state`` ends the episode (a failure state)."""
         return jnp.bool_(False)
 
-    def control(self, scene, action):
-        """The simulator's controls (nu,) of ``action`` (`action_size`,)."""
+    def control(self, scene, state: sim.State, action):
+        """The simulator's controls (nu,) of ``action`` (`action_size`,) at the simulator state ``state`` (called at
+        every simulator step of `step_scene`)."""
         raise NotImplementedError
 
     @property
@@ -124,34 +140,37 @@ class Env:
 
     def reset_scene(self, scene, rng) -> State:
         """`reset` of a world whose scene is ``scene``."""
-        rng, key = jax.random.split(rng)
+        rng, key, k_memory = jax.random.split(rng, 3)
         start = self.initial_state(scene, key)
-        obs, _ = finite_or_zero(self.observation(scene, start))
+        memory = self.initial_memory(scene, k_memory)
+        obs, _ = finite_or_zero(self.observation(scene, start, memory))
         zero = jnp.zeros((), start.qd.dtype)
-        _, shapes = jax.eval_shape(self.reward, scene, start, jnp.zeros(self.action_size, start.qd.dtype))
+        _, shapes = jax.eval_shape(self.reward, scene, start, jnp.zeros(self.action_size, start.qd.dtype), memory)
         metrics = {**jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes), "diverged": zero}
-        info = {"rng": rng, "terminated": zero, "truncated": zero}
+        info = {"rng": rng, "terminated": zero, "truncated": zero, "memory": memory}
         return State(start, obs, zero, zero, metrics, info)
 
     def step_scene(self, scene, state: State, action) -> State:
         """`step` of a world whose scene is ``scene``. ``state.info["xfrc"]`` (nb, 6), where present, is a body
         wrench applied at every simulator step (`jaxmb.sim.step`'s ``xfrc``)."""
-        ctrl = self.control(scene, action)
         xfrc = state.info.get("xfrc")
+        memory = state.info["memory"]
 
         def substep(s, _):
-            return sim.step(scene, s, ctrl, self.sim_dt, xfrc=xfrc), None
+            return sim.step(scene, s, self.control(scene, s, action), self.sim_dt, xfrc=xfrc), None
 
         after, _ = jax.lax.scan(substep, state.sim, None, length=self.substeps)
-        obs, obs_finite = finite_or_zero(self.observation(scene, after))
-        reward, metrics = self.reward(scene, after, action)
+        remembered = self.remember(scene, memory, after, action)
+        obs, obs_finite = finite_or_zero(self.observation(scene, after, remembered))
+        reward, metrics = self.reward(scene, after, action, memory)
         (reward, metrics), reward_finite = finite_or_zero((reward, metrics))
         diverged = (after.diverged != 0) | ~obs_finite | ~reward_finite
-        terminated = diverged | self.terminated(scene, after)
+        terminated = diverged | self.terminated(scene, after, remembered)
         dtype = reward.dtype
         reward = jnp.where(diverged, 0.0, reward)
         metrics = {**metrics, "diverged": diverged.astype(dtype)}
-        info = {**state.info, "terminated": terminated.astype(dtype), "truncated": jnp.zeros((), dtype)}
+        info = {**state.info, "terminated": terminated.astype(dtype), "truncated": jnp.zeros((), dtype),
+                "memory": remembered}
         return State(after, obs, reward, terminated.astype(dtype), metrics, info)
 
     # -- sizes --------------------------------------------------------------------------------------------------

@@ -45,14 +45,14 @@ class PendulumSwingup(Env):
         qd = jax.random.uniform(k_qd, (1,), dtype, -0.1, 0.1)
         return sim.init_state(scene, q, qd)
 
-    def control(self, scene, action):
+    def control(self, scene, state, action):
         return jnp.clip(action, -1.0, 1.0)
 
-    def observe(self, scene, state):
+    def observe(self, scene, state, memory):
         q, qd = state.q[0], state.qd[0]
         return jnp.stack([jnp.cos(q), jnp.sin(q), qd])
 
-    def reward(self, scene, state, action):
+    def reward(self, scene, state, action, memory):
         up = rewards.upright(-jnp.cos(state.q[0]))
         still = (1.0 + rewards.small(state.qd[0], 8.0)) / 2.0
         effort = rewards.small_control(action)

@@ -75,11 +75,9 @@ def train(name, out=None, progress=True, **overrides):
 
 
 def save(out, name, params, steps, rewards, config):
-    """Write ``policy.pkl``, ``rewards.json`` and ``rewards.png`` (module docstring) in the folder ``out``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Write ``policy.pkl``, ``rewards.json`` and ``rewards.png`` (module docstring) in the folder ``out``. The plot
+    is a bare ``matplotlib.figure.Figure``, so pyplot's backend (a notebook's inline one) is left as it is."""
+    from matplotlib.figure import Figure
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -89,14 +87,14 @@ def save(out, name, params, steps, rewards, config):
     (out / "policy.pkl").write_bytes(pickle.dumps(record))
     (out / "rewards.json").write_text(json.dumps(dict(task=name, config=config, steps=steps, rewards=rewards),
                                                  indent=1, default=str))
-    fig, ax = plt.subplots(figsize=(5, 3.2))
+    fig = Figure(figsize=(5, 3.2))
+    ax = fig.subplots()
     ax.plot(steps, rewards, marker="o")
     ax.set(xlabel="environment steps", ylabel="evaluation episode reward", title=f"{name}, PPO (brax)")
     ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out / "rewards.png", dpi=120)
-    plt.close(fig)
 
 
 def load_policy(path, deterministic=True):
@@ -122,7 +120,7 @@ def load_policy(path, deterministic=True):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m jaxmb.envs.train", description=__doc__.split("\n")[0])
-    parser.add_argument("task", choices=envs.names())
+    parser.add_argument("task", choices=sorted(HYPERPARAMETERS))
     parser.add_argument("--timesteps", type=int, help="environment steps (default: the task's HYPERPARAMETERS)")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--num-envs", type=int)
