@@ -328,3 +328,21 @@ def test_the_benchmark_script_runs_on_a_tiny_configuration():
                          text=True, timeout=600, env=env, cwd=root / "benchmarks")
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "cartpole_balance batch     4:" in out.stdout and "compile at batch 4: reset" in out.stdout
+
+
+def test_a_task_without_one_of_its_functions_is_refused_when_built():
+    """`Env`'s task functions are abstract: a task that leaves out `control` is a TypeError naming it at
+    construction, not a failure inside a trace."""
+
+    class Unfinished(envs.Env):
+        def initial_state(self, scene, rng):
+            return sim.init_state(scene)
+
+        def observe(self, scene, state, memory):
+            return state.q
+
+        def reward(self, scene, state, action, memory):
+            return jnp.zeros(()), {}
+
+    with pytest.raises(TypeError, match="control"):
+        Unfinished(envs.make("pendulum_swingup").scene, 0.01, 0.01)

@@ -20,6 +20,7 @@ episode: its ``terminated`` is set, its reward is zero and the non-finite entrie
 NaN never reaches a trainer; `jaxmb.envs.AutoReset` starts it again.
 """
 
+import abc
 from typing import Any, NamedTuple
 
 import jax
@@ -60,10 +61,11 @@ def finite_or_zero(tree):
     return jax.tree.map(lambda x: jnp.where(jnp.isfinite(x), x, 0.0), tree), ok
 
 
-class Env:
+class Env(abc.ABC):
     """An environment of one world (module docstring). Tasks subclass it and define `initial_state`, `observe`,
-    `reward`, `terminated` and `control`, and `initial_memory` and `remember` where they keep a memory; wrappers (`jaxmb.envs.Wrapper`) subclass it and forward to the
-    environment they wrap.
+    `reward` and `control` (abstract: a task without one is a TypeError naming it when it is built), `terminated`
+    where a state ends the episode, and `initial_memory` and `remember` where they keep a memory; wrappers
+    (`jaxmb.envs.Wrapper`) subclass it and forward to the environment they wrap.
 
     scene: the nominal `jaxmb.sim.Scene`; sim_dt: the simulator's time step (s); ctrl_dt: the time an action is
     held (s), an integer multiple of ``sim_dt``; asymmetric: observe a dict ``{"state": obs, "privileged_state":
@@ -82,9 +84,9 @@ class Env:
 
     # -- what a task defines ------------------------------------------------------------------------------------
 
+    @abc.abstractmethod
     def initial_state(self, scene, rng) -> sim.State:
         """The simulator state a world starts an episode from (drawn with ``rng``)."""
-        raise NotImplementedError
 
     def initial_memory(self, scene, rng) -> dict:
         """The task's memory at the start of an episode (a dict of arrays, drawn with ``rng``): none by default."""
@@ -94,14 +96,14 @@ class Env:
         """The memory after a step under ``action`` that arrived at ``state``: ``memory`` unchanged by default."""
         return memory
 
+    @abc.abstractmethod
     def observe(self, scene, state: sim.State, memory):
         """The observation of ``state`` (and ``memory``): an array (n,) or a dict of arrays."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def reward(self, scene, state: sim.State, action, memory):
         """``(reward, metrics)`` of arriving at ``state`` under ``action``, ``memory`` the memory before the step (its
         last action is the previous step's): a () array and a dict of () arrays."""
-        raise NotImplementedError
 
     def privileged(self, scene, state: sim.State, memory):
         """What the critic of an `asymmetric` environment sees beside the observation: the scene's body masses
@@ -119,10 +121,10 @@ class Env:
         """() bool: whether ``state`` ends the episode (a failure state)."""
         return jnp.bool_(False)
 
+    @abc.abstractmethod
     def control(self, scene, state: sim.State, action):
         """The simulator's controls (nu,) of ``action`` (`action_size`,) at the simulator state ``state`` (called at
         every simulator step of `step_scene`)."""
-        raise NotImplementedError
 
     @property
     def action_size(self) -> int:

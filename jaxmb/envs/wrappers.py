@@ -25,8 +25,8 @@ from jaxmb.envs.core import Env, State
 
 
 class Wrapper(Env):
-    """An environment that forwards everything to ``env`` (its `scene`, time steps, sizes, and `reset_scene`,
-    `step_scene`); subclasses override what they change."""
+    """An environment that forwards everything to ``env`` (its `scene`, time steps, sizes, `reset_scene`,
+    `step_scene` and the task's functions); subclasses override what they change."""
 
     def __init__(self, env: Env):
         self.env = env
@@ -60,6 +60,18 @@ class Wrapper(Env):
 
     def step_scene(self, scene, state: State, action) -> State:
         return self.env.step_scene(scene, state, action)
+
+    def initial_state(self, scene, rng):
+        return self.env.initial_state(scene, rng)
+
+    def observe(self, scene, state, memory):
+        return self.env.observe(scene, state, memory)
+
+    def reward(self, scene, state, action, memory):
+        return self.env.reward(scene, state, action, memory)
+
+    def control(self, scene, state, action):
+        return self.env.control(scene, state, action)
 
 
 def _split(state: State):
