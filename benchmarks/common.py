@@ -57,7 +57,7 @@ def best_time(fn, *args, min_total=0.3, max_reps=20):
 
 def alternating_best_times(*calls, rounds=3):
     """Best wall times of each ``(fn, args)`` of ``calls``, measured in alternating rounds of `best_time`, so that
-    their ratios compare calls made in the same state of the machine (benchmarks/README.md, "Two speeds for one
+    their ratios compare calls made in the same state of the machine (benchmarks/findings.md, "Two speeds for one
     machine")."""
     best = [float("inf")] * len(calls)
     for _ in range(rounds):
@@ -71,7 +71,7 @@ def versus(ours, peer, rounds=5, min_total=0.2):
 
     The two calls are timed in ``rounds`` alternating rounds, each the `best_time` of a few repeats, and each
     figure is the best over the rounds. This machine has slow periods, seconds to a minute long, in which XLA's
-    one-device programs run at half speed and Pinocchio's do not (benchmarks/README.md, "Two speeds for one
+    one-device programs run at half speed and Pinocchio's do not (benchmarks/findings.md, "Two speeds for one
     machine"); rounds spread over a few seconds give each call a chance of an undisturbed round."""
     (f, f_args, n), (g, g_args, m) = ours, peer
     t = u = float("inf")

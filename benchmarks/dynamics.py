@@ -13,7 +13,7 @@ page faults it takes. With more than one core, each figure is also measured with
 device per core, ``jaxmb.sharded_vmap(f)`` (`jaxmb.use_cpu_cores`), as Pinocchio's parallel calls split theirs over
 threads; the CRBA's peer for it is Pinocchio's single-call loop as if it ran on every core at once (its throughput
 times the cores). Batches larger than ``--chunk`` (default 1024) are also measured mapped in chunks,
-``jaxmb.chunked_vmap(f, chunk_size=chunk)``, each chunk one ``vmap`` (benchmarks/README.md, "Scratch memory").
+``jaxmb.chunked_vmap(f, chunk_size=chunk)``, each chunk one ``vmap`` (benchmarks/findings.md, "Scratch memory").
 Also the cost of ``grad(sum(forward_dynamics))`` (w.r.t. q, qd, tau) relative to the forward call, both ways. Writes
 ``benchmarks/results/dynamics-<backend>-<cores>core.json`` (after each robot and precision, so a run cut short
 keeps what it measured) and a plot beside it. Without Pinocchio installed, its figures are None and only jaxmb is

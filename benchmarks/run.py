@@ -39,6 +39,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 README = HERE.parent / "README.md"  # the headline rows of each backend (`summary`)
 BENCHMARKS_README = HERE / "README.md"  # every headline row (`table`) and the per-script tables (`script_table`)
+FINDINGS = HERE / "findings.md"  # the per-script tables of the figures that findings.md explains (`script_table`)
 RESULTS = HERE / "results"
 
 
@@ -674,18 +675,25 @@ def rewrite_tables(readme, benchmarks_readme, suite=None, results_dir=RESULTS):
             readme = rewrite_readme(readme, summary(s))
         if markers(backend)[0] in benchmarks_readme:
             benchmarks_readme = rewrite_readme(benchmarks_readme, table(s))
-    for stem in re.findall(r"<!-- results:([\w.-]+):begin -->", benchmarks_readme):
+    return readme, rewrite_script_tables(benchmarks_readme, results_dir)
+
+
+def rewrite_script_tables(text, results_dir=RESULTS):
+    """``text`` with each per-script table between ``results:<stem>`` markers rewritten from
+    ``results_dir/<stem>.json``; a table whose results file is absent stays as it is."""
+    for stem in re.findall(r"<!-- results:([\w.-]+):begin -->", text):
         path = Path(results_dir) / f"{stem}.json"
         if path.exists():
-            benchmarks_readme = rewrite_readme(benchmarks_readme, script_table(stem, json.loads(path.read_text())))
-    return readme, benchmarks_readme
+            text = rewrite_readme(text, script_table(stem, json.loads(path.read_text())))
+    return text
 
 
 def write_tables(suite=None):
-    """Rewrite the generated tables of README.md and benchmarks/README.md in place."""
+    """Rewrite the generated tables of README.md, benchmarks/README.md and benchmarks/findings.md in place."""
     readme, benchmarks_readme = rewrite_tables(README.read_text(), BENCHMARKS_README.read_text(), suite)
     README.write_text(readme)
     BENCHMARKS_README.write_text(benchmarks_readme)
+    FINDINGS.write_text(rewrite_script_tables(FINDINGS.read_text()))
 
 
 def rewrite_readme(text, block):

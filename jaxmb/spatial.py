@@ -16,11 +16,11 @@ Conventions, fixed once for the whole library:
 Small matrix products (`mm`, `mv`, `dot`) are never batched `dot_general`s. They are JAX primitives of their own,
 lowered per backend. On the CPU they are sums over the inner index of elementwise products, with no reduction op:
 XLA turns them into vectorized elementwise loops, where a broadcast-multiply-`reduce` of 3x3 or 6x6 matrices runs
-as scalar loops (benchmarks/README.md, "Where the time goes"). On a GPU the broadcast-multiply-`reduce` form is as
+as scalar loops (benchmarks/findings.md, "Where the time goes"). On a GPU the broadcast-multiply-`reduce` form is as
 fast forward, faster in reverse mode and compiles faster, so it is kept there. Being primitives, their derivatives
 are products again (``d(A B) = dA B + A dB``, transposed as ``ct B*`` and ``A* ct``): automatic differentiation
 through the unrolled sums would turn every slice into a pad and every broadcast into a reduction (benchmarks/
-README.md, "Small products as primitives").
+findings.md, "Small products as primitives").
 """
 
 import functools
@@ -232,7 +232,7 @@ def phi_congruence(A: Transform, P):
                       [(Pb' + p~ Pc')*,                       Pc'        ]]
 
     Ten 3x3 products, symmetric by construction: with the products as primitives, on the XLA CPU backend, as fast
-    as two dense 6x6 products forward and faster in reverse mode (benchmarks/README.md, "Small products as
+    as two dense 6x6 products forward and faster in reverse mode (benchmarks/findings.md, "Small products as
     primitives"). `jaxmb.spatial_scalar.phi_congruence` is its twin on lists of scalars.
     """
     R, T = A.R, skew(A.p)

@@ -18,7 +18,7 @@ cotangent to all nb rows and add the pads.
 Runs of levels in which every body has at most one child (the limbs of a robot, a long chain) are *chain
 segments* (`jaxmb.topology.Segment`): one `lax.scan` over their levels, each chain in a fixed slot, so the
 step is traced and compiled once per run instead of once per level: a chain's compile time does not grow with its
-length, at the same throughput (benchmarks/README.md, "Chain segments").
+length, at the same throughput (benchmarks/findings.md, "Chain segments").
 
 Arguments come in two shapes: ``args`` have a leading body axis (nb, ...), ``dofs`` a leading velocity-coordinate
 axis (nv, ...). A step that takes ``dofs`` sees them per body as (nv_k, ...); the level is then split into its

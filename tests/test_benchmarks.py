@@ -25,6 +25,7 @@ def benchmarks_run():
 def test_benchmark_suite_runs_end_to_end_on_a_tiny_configuration():
     readme = (ROOT / "README.md").read_text()
     benchmarks_readme = (ROOT / "benchmarks" / "README.md").read_text()
+    findings = (ROOT / "benchmarks" / "findings.md").read_text()
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--tiny", "--device", "cpu"],
                          capture_output=True, text=True, timeout=1200, env=fast_compile_environment())
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -34,6 +35,7 @@ def test_benchmark_suite_runs_end_to_end_on_a_tiny_configuration():
         assert figure in out.stdout, figure
     assert (ROOT / "README.md").read_text() == readme
     assert (ROOT / "benchmarks" / "README.md").read_text() == benchmarks_readme
+    assert (ROOT / "benchmarks" / "findings.md").read_text() == findings
 
 
 def test_readme_table_of_one_backend_leaves_the_other_backends_table():
@@ -74,10 +76,13 @@ def test_table_of_a_suite_gathered_from_several_runs_carries_its_note():
 
 
 def test_committed_tables_are_generated_from_the_committed_results():
-    """Both READMEs' tables are what `run.py --tables` writes from benchmarks/results/: nobody edits them by hand."""
+    """Both READMEs' tables, and findings.md's, are what `run.py --tables` writes from benchmarks/results/: nobody
+    edits them by hand."""
     run = benchmarks_run()
     readme, benchmarks_readme = (ROOT / "README.md").read_text(), (ROOT / "benchmarks" / "README.md").read_text()
     assert run.rewrite_tables(readme, benchmarks_readme) == (readme, benchmarks_readme)
+    findings = (ROOT / "benchmarks" / "findings.md").read_text()
+    assert run.rewrite_script_tables(findings) == findings
     assert re.findall(r"<!-- results:([\w.-]+):begin -->", benchmarks_readme), "benchmarks/README.md has no tables"
 
 

@@ -4,7 +4,7 @@
 (`jaxmb.spatial.mm`, unrolled on the CPU into sums of products of slices) then read and write rows of 6 or 3
 numbers, which XLA's CPU loops cannot vectorize. With the batch last, (6, 6, B), every slice of an operand is a
 contiguous run of B numbers and every product a vector loop over the batch, the structure-of-arrays layout of
-hand-written batched dynamics, without one array per entry (benchmarks/README.md, "Batch last").
+hand-written batched dynamics, without one array per entry (benchmarks/findings.md, "Batch last").
 
 The interpreter walks the jaxpr once and emits each equation for batch-last operands:
 
@@ -20,7 +20,7 @@ The interpreter walks the jaxpr once and emits each equation for batch-last oper
 
 An equation none of whose operands depends on the batch is emitted once, unbatched, and one that no output
 depends on is not emitted (`internals.without_dead_code`). What an equation becomes carries its source line and name scope
-(`internals.source_context`), so XLA dumps and profiles of a batch-last program name jaxmb's lines (benchmarks/README.md, "Where
+(`internals.source_context`), so XLA dumps and profiles of a batch-last program name jaxmb's lines (benchmarks/findings.md, "Where
 the compile time goes"). Derivatives of the result are those of the operations emitted, and the same as of
 ``jax.vmap`` of the jaxpr.
 """
@@ -82,7 +82,7 @@ _RECOMPUTED = ("sin", "cos", "tan")
 broadcast: the joint rotations ``1 + sin a~ + (1 - cos) a~ a~`` evaluated sine and cosine once per entry of each
 3x3 matrix. In float32 each is emitted ending in a division by an exact one (`jaxmb.batching.compile.computed_once`),
 and XLA does not fuse a division into a consumer that reuses its elements, so each is computed once per state. That
-made the ABA and CRBA faster in float32 and the ABA slower in float64, where it is not done (benchmarks/README.md,
+made the ABA and CRBA faster in float32 and the ABA slower in float64, where it is not done (benchmarks/findings.md,
 "Computed once")."""
 
 

@@ -8,7 +8,7 @@ Under `jax.vmap` a batch of 6x6 inertias is (B, 6, 6), and the unrolled small pr
 rows of 3 or 6 numbers, which XLA's CPU loops do not vectorize. Held as (6, 6, B), every operand of a product is a
 run of B contiguous numbers (`jaxmb.batching.batch_last`). Such vector loops run best on chunks of about `CHUNK_STATES`
 states, whose arrays stay in the core's caches from one loop to the next; the batch is mapped over chunks by a
-`jax.lax.map` (benchmarks/README.md, "Batch last"). Chunks also keep each call's scratch memory small: XLA maps
+`jax.lax.map` (benchmarks/findings.md, "Batch last"). Chunks also keep each call's scratch memory small: XLA maps
 scratch above glibc's mmap threshold afresh at every call and takes a page fault per 4 KiB of it.
 
 A gradient of a chunked function is chunked as well: its tangent map is bound as `linear_p`, whose transpose and
@@ -29,16 +29,16 @@ from jaxmb.batching.batch_last import vmap_batch_last
 CHUNK_STATES = 128
 """The most states in one batch-last chunk on the CPU, in float32: the size at which the ABA ran fastest on panda,
 go1, talos, a 128-body chain and a 128-body binary tree, its arrays staying in the core's caches from one loop to
-the next (benchmarks/README.md, "Batch last")."""
+the next (benchmarks/findings.md, "Batch last")."""
 
 CHUNK_STATES_FLOAT64 = 32
 """The most states in one batch-last chunk of a float64 program, whose arrays are twice as large: the talos ABA,
-CRBA and Newton-Euler ran fastest so (benchmarks/README.md, "Batch last in float64")."""
+CRBA and Newton-Euler ran fastest so (benchmarks/findings.md, "Batch last in float64")."""
 
 CHUNK_STATES_VMAP = 512
 """The most states in one chunk computed by `jax.vmap` (``batch_last=False``: the closed loops' forward dynamics and
 its derivatives), the size at which the four-bar leg, the belt leg, the geared chain and the quadruped with rotors
-ran fastest in float64; one `vmap` of the whole batch ran slower (benchmarks/README.md, "Closed loops in chunks")."""
+ran fastest in float64; one `vmap` of the whole batch ran slower (benchmarks/findings.md, "Closed loops in chunks")."""
 
 
 MOVED_ONCE_MAX = 1024
@@ -47,7 +47,7 @@ once for the whole batch, after the loop over chunks, as it moves the inputs; la
 while the chunk is in the cache. Moved once, the residuals that a gradient's forward sweep hands to its backward
 sweep (both in chunks) are not moved at all: XLA cancels the move out with the move back in. The dynamics and
 their gradients ran faster so, but the mass matrix and its inverse (thousands of numbers per state) slower, hence
-the bound (benchmarks/README.md, "512-bit vectors, and outputs moved once")."""
+the bound (benchmarks/findings.md, "512-bit vectors, and outputs moved once")."""
 
 
 def _with_states(args, batched, states):

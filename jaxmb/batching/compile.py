@@ -1,21 +1,21 @@
 """`jit`: `jax.jit` with the XLA options under which jaxmb's programs compile fastest and run fastest on the CPU.
 
 XLA's CPU backend emits each fused loop either through its MLIR *fusion emitters* or through its older direct LLVM
-emitter. On jaxmb's sweeps the older emitter compiles faster and runs as fast or faster (benchmarks/README.md,
+emitter. On jaxmb's sweeps the older emitter compiles faster and runs as fast or faster (benchmarks/findings.md,
 "Compile time"). The loops over the batch (`jaxmb.batching.batch_last`) run faster vectorized 512 bits wide than at
 the default 256, on CPUs with AVX-512 and on those held to AVX2, whose registers then take each vector in two halves
-(benchmarks/README.md, "512-bit vectors, and outputs moved once"). `jit` hands the options to `jax.jit` as
+(benchmarks/findings.md, "512-bit vectors, and outputs moved once"). `jit` hands the options to `jax.jit` as
 ``compiler_options``, for that one program, and so do the compiled calls of jaxmb's public functions
 (`eager_jit`). The options are scoped to jaxmb's programs: set as the process's ``XLA_FLAGS`` they would also
 compile other JAX code in the process, and an optax update of a small network runs slower under them
-(benchmarks/README.md, "Compile time"). A process that runs jaxmb alone can take them for every ``jax.jit`` with
+(benchmarks/findings.md, "Compile time"). A process that runs jaxmb alone can take them for every ``jax.jit`` with
 ``JAXMB_XLA_FLAGS=1`` in its environment (`use_cpu_options`, called when jaxmb is imported). Other backends ignore
 them.
 
 `eager_jit` decorates the public functions: their state enters in the model's dtype (`as_state`), and called outside
 any JAX transformation (in a notebook, say), a function runs as one program compiled by `jit` and cached, instead of
 op by op, where each operation compiles a program of its own and the first result takes many times longer
-(benchmarks/README.md, "Eager calls"). Inside ``jax.jit``, ``vmap``, ``grad`` or ``scan`` it is the function as
+(benchmarks/findings.md, "Eager calls"). Inside ``jax.jit``, ``vmap``, ``grad`` or ``scan`` it is the function as
 written, so the caller's program is the same with or without it.
 
 `computed_once` keeps XLA's CPU fusion from recomputing an array in every consumer that reads it more than once.
@@ -36,7 +36,7 @@ def computed_once(x):
     """``x`` divided by an exact one, ``1 + 0 x``, which no simplifier folds. XLA's CPU fusion counts products and
     sums as cheap and fuses them into every consumer, once per element the consumer reads, where it does not fuse a
     division into a consumer that reuses its elements: ``x`` is then computed once and stored (the joint rotations'
-    sines and cosines, the mass matrix's entries before the gather that mirrors them; benchmarks/README.md,
+    sines and cosines, the mass matrix's entries before the gather that mirrors them; benchmarks/findings.md,
     "Computed once"). The value is ``x`` wherever ``x`` is finite, and so are its derivatives."""
     one = jax.lax.add(jax.lax.mul(x, jax.lax.full_like(x, 0)), jax.lax.full_like(x, 1))
     return jax.lax.div(x, one)

@@ -11,7 +11,7 @@ the transpose of `sum_rows` is `take_rows` (the adjoint of the `up` sweep is a `
 own rules would transpose every gather into a scatter-add. Both primitives batch along any axis and are linear, so
 their derivatives are themselves.
 
-Lowering, per backend (benchmarks/README.md, "Where the time goes"):
+Lowering, per backend (benchmarks/findings.md, "Where the time goes"):
 
 * GPU (and any backend but the CPU): `sum_rows` is a few gathers and adds, without a scatter. The children of each
   parent are listed in a padded table, one row per child rank, with a zero row for missing children; each rank is

@@ -3,7 +3,7 @@ concurrently, each shard one `jax.vmap`; `split_batch` places a batch on the dev
 `use_cpu_cores` gives JAX one CPU device per core, so that on the CPU the devices are the cores.
 
 A program XLA compiles for the CPU does most of its work on one core, whatever the cores the process may use
-(benchmarks/README.md, "All cores"). Pinocchio's ``abaInParallel`` splits its batch over threads instead, one block
+(benchmarks/findings.md, "All cores"). Pinocchio's ``abaInParallel`` splits its batch over threads instead, one block
 of states each. `sharded_vmap` does the same with JAX's own means: `jax.shard_map` over a mesh of the devices, one
 program per device on its own states, no communication between them. On a machine with several GPUs the devices
 are the GPUs; with one device it is `jax.vmap`.

@@ -37,7 +37,7 @@ def solve_blocks(D, x):
     eliminates ``C`` (the translational block of an articulated inertia, well conditioned), and
     ``log det D = log det C + log det S``. Two 3x3 inverses and six small products in place of a 6x6 ``L D L*``,
     whose 27 dependent scalars XLA compiles as many small loops: the same speed and accuracy, a shorter compile
-    (benchmarks/README.md, "Compile time")."""
+    (benchmarks/findings.md, "Compile time")."""
     A, B, C = D[..., :3, :3], D[..., :3, 3:], D[..., 3:, 3:]
     x1, x2 = x[..., :3, :], x[..., 3:, :]
     Ci, det_C = inverse3(C)

@@ -31,7 +31,7 @@ derivatives differentiate it.
 
 Reverse mode through the sweeps recomputes Newton-Euler, keeps its residuals and transposes every step; the
 adjoint written out as one down and one up sweep gives both dynamics' gradients faster and with shorter compiles
-(benchmarks/README.md, "Newton-Euler's adjoint").
+(benchmarks/findings.md, "Newton-Euler's adjoint").
 """
 
 import jax

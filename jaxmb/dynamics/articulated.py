@@ -16,14 +16,14 @@ derivative of Newton-Euler at the fixed ``qdd`` (in ``q``, ``qd``, ``f_ext`` and
 (7.18). Its transpose is ``M^-1`` (symmetric) followed by Newton-Euler's adjoint (`jaxmb.dynamics.adjoint`), which
 takes the body velocities and accelerations from the forward sweep and its down sweep from the solve's, so a
 gradient costs the forward call and three vector sweeps rather than a transpose of the three sweeps
-(benchmarks/README.md, "Gradients by the implicit function theorem").
+(benchmarks/findings.md, "Gradients by the implicit function theorem").
 
 The per-body steps of the three passes are in `jaxmb.dynamics.ab_steps`; this module runs them as sweeps. Under
 `jax.vmap` on the CPU, a batch is computed in chunks of states with the batch as the last axis
-(`jaxmb.batching.vmap_in_cpu_chunks`; benchmarks/README.md, "Batch last"). The tangent map and its transpose are
+(`jaxmb.batching.vmap_in_cpu_chunks`; benchmarks/findings.md, "Batch last"). The tangent map and its transpose are
 chunked the same way (`jaxmb.batching.linear_in_cpu_chunks`), so the gradients of a batch are as well. On a GPU, a
 batch of a model whose joints below its roots are screw joints runs as the fused Pallas kernels of
-`jaxmb.dynamics.fused` (benchmarks/README.md, "Results: GPU"); derivatives keep the rule above.
+`jaxmb.dynamics.fused` (benchmarks/findings.md, "Results: GPU"); derivatives keep the rule above.
 """
 
 from typing import NamedTuple

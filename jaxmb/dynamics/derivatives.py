@@ -11,7 +11,7 @@ one fixed frame for all bodies, where moving one joint moves its whole subtree r
 of a motion and a force, the same in any fixed frame. We take the frame in which each tree's root body is at ``q``,
 about its origin (`jaxmb.hinges.root_joints_left_out`), not the world's. In the world's frame, float32 lost
 everything 1 km from the origin: ``d qdd/d q`` was off by many times its own size for go1 and talos, because
-lever arms of 1e3 m cancelled to the robot's size (benchmarks/README.md, "Derivatives"). With ``S_j`` the hinge axis of coordinate j (6,), ``V``, ``A`` the velocity and
+lever arms of 1e3 m cancelled to the robot's size (benchmarks/findings.md, "Derivatives"). With ``S_j`` the hinge axis of coordinate j (6,), ``V``, ``A`` the velocity and
 acceleration of a body (``A`` with the world's gravity pseudo-acceleration, as in Newton-Euler), all in that frame,
 and ``p`` the parent of coordinate j's body (for a root, the world: ``V_p = 0``, ``A_p`` gravity's):
 
@@ -134,7 +134,7 @@ def _pair_dots(a, rows, b, cols):
     """``dot(a[rows], b[cols])`` over the last axis, (pairs, ...), gathered `PAIR_PIECE` pairs at a time. XLA
     materializes the gathered rows: all of talos' pairs below the diagonal at once, in batch-last chunks of float32
     states, leave the cache, and Newton-Euler's derivatives ran slower than in pieces of `PAIR_PIECE`, whose rows
-    stay in it (benchmarks/README.md, "Derivatives")."""
+    stay in it (benchmarks/findings.md, "Derivatives")."""
     return jnp.concatenate([dot(take_rows(a, rows[s : s + PAIR_PIECE]), take_rows(b, cols[s : s + PAIR_PIECE]))
                             for s in range(0, max(len(rows), 1), PAIR_PIECE)])
 

@@ -82,7 +82,7 @@ _mass_matrix_inverse_in_chunks = in_cpu_chunks(_mass_matrix_inverse)
 @eager_jit
 def mass_matrix_inverse(model, q):
     """``M(q)^-1`` (nv, nv) from the factors: ``[I - H psi K]* D^-1 [I - H psi K]`` (7.18). Under ``jax.vmap`` on
-    the CPU a batch is computed in chunks with the batch last (`jaxmb.batching.in_cpu_chunks`; benchmarks/README.md,
+    the CPU a batch is computed in chunks with the batch last (`jaxmb.batching.in_cpu_chunks`; benchmarks/findings.md,
     "Batch last")."""
     check_shapes(model, q=q)
     return _mass_matrix_inverse_in_chunks(model, q)
@@ -120,7 +120,7 @@ def _common_ancestor_product(topology, A, B):
     with the same number of terms form a group: a gather of their terms and a sum of slices; the groups' values
     are then mirrored into the matrix. Fewer, padded groups ran slower. Gathers cost more than the products they
     save on small trees and chains, which take the dense product (`SPARSITY`), and so does every backend but the
-    CPU: a GPU runs batched small products well and gathers badly (benchmarks/README.md, "The mass-matrix inverse
+    CPU: a GPU runs batched small products well and gathers badly (benchmarks/findings.md, "The mass-matrix inverse
     over common ancestors")."""
     terms = _common_ancestor_terms(topology)
     if terms is None or jax.default_backend() != "cpu":
@@ -186,7 +186,7 @@ def _at_rest_without_gravity(model, q, x):
 
 def _inverse_times_jvp(primals, tangents):
     """The derivatives of `_at_rest_without_gravity`, by the implicit function theorem on Newton-Euler; autodiff
-    through the factors' sweeps is slower (benchmarks/README.md, "Gradients by the implicit function theorem")."""
+    through the factors' sweeps is slower (benchmarks/findings.md, "Gradients by the implicit function theorem")."""
     live, dots = live_tangents(primals, tangents)
     if not live:
         y = _inverse_times(*primals)

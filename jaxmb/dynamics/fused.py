@@ -12,8 +12,8 @@ other bodies need (``X, V, a``, the sums ``P`` and ``z``, ``G, nu, alpha``) goes
 column per state, so that a warp's loads and stores are coalesced.
 
 Loops, not one unrolled program: Triton did not compile the talos ABA unrolled body by body, nor a free joint's
-6x6 step inside the kernel, in any usable time; the three loops over screw bodies compile (benchmarks/README.md,
-"Results: GPU" under "Findings"). So joints of other kinds are taken at roots only (a free or planar base, a
+6x6 step inside the kernel, in any usable time; the three loops over screw bodies compile (benchmarks/findings.md,
+"Results: GPU"). So joints of other kinds are taken at roots only (a free or planar base, a
 spherical root), by XLA between two kernels with the sweeps' own per-body steps (`jaxmb.dynamics.ab_steps`): their
 ``V`` before the first kernel (passes 0 and 1), their ``P``, ``z``, ``qdd`` and ``alpha`` from the first kernel's
 sums before the second (pass 2). A tree with such a joint below a root takes the sweeps.

@@ -49,7 +49,7 @@ def _force_step(f_children, X_k, f_k, H_k):
 def _newton_euler(model, q, qd, qdd, f_ext):
     """Inter-body forces (nb, 6) and joint forces ``H f`` (nv,): the motion sweep computes each body's
     ``M alpha + b - f_ext`` where it computes ``alpha``, so that only that one (nb, 6) array is kept for the
-    force sweep (benchmarks/README.md, "Smaller scratch")."""
+    force sweep (benchmarks/findings.md, "Smaller scratch")."""
     check_shapes(model, q=q, qd=qd, qdd=qdd, f_ext=f_ext)
     X = joint_poses(model, q)
     H = hinge_map(model)

@@ -28,7 +28,7 @@ function theorem on the cluster RNEA ``ID_y(q, yd, FD_y(q, yd, tau)) = tau``: ``
 through the tree's Newton-Euler, whose reverse mode is its adjoint (`jaxmb.dynamics.adjoint`). The identity holds
 at any ``q``, closed or not, since both sides embed at ``q``. The sweeps run once, in the primal call, whose factors
 the derivative map and its transpose take as residuals: the gradient's program traces them once, not three times,
-which shortens its compilation without changing its run time (benchmarks/README.md, "Closed loops' derivatives").
+which shortens its compilation without changing its run time (benchmarks/findings.md, "Closed loops' derivatives").
 
 ``M_y^-1 x`` alone (`mass_matrix_inverse_times`; the velocities of the momenta, `jaxmb.loops.hamiltonian`) is the
 up sweep without bias terms, whose ``P, D, D^-1 U*`` depend on ``q`` alone (`mass_matrix_factors`), then the sweeps
@@ -38,7 +38,7 @@ Under `jax.vmap` on the CPU a batch is computed `jaxmb.batching.chunks.CHUNK_STA
 (`jaxmb.batching.vmap_in_cpu_chunks`, and `linear_in_cpu_chunks` for the derivatives), each chunk by `jax.vmap`: the
 dense cluster steps keep their batched products, and a chunk's arrays stay in the caches, where one `vmap` over a
 large batch made the run time depend on the program's gathers; the batch-last interpreter of the tree's sweeps runs
-these steps slower (benchmarks/README.md, "Closed loops in chunks"). The sweeps gather and sum rows
+these steps slower (benchmarks/findings.md, "Closed loops in chunks"). The sweeps gather and sum rows
 (`jaxmb.batching.rows`) where a scatter would be a loop over the batch."""
 
 from typing import NamedTuple
