@@ -10,8 +10,9 @@
   steps to 1e-8, on both cones: the rest pose is MuJoCo's.
 * A hopper with damped joints, springs, a margin and limits engaged from the start follows ``mj_step`` through its
   landing to 1e-12 over 400 steps (Euler), and MuJoCo's RK4 to 1e-9.
-* RK4: the arm's limits follow MuJoCo's RK4 to 1e-10; a step in contact equals MuJoCo's tableau on MuJoCo's own
-  stage accelerations to 1e-12.
+* RK4: the arm's limits follow MuJoCo's RK4 to 1e-10; free and ball joints, spinning in free flight and landing,
+  follow it to 1e-10 and 1e-8; a step in contact equals the classical tableau on MuJoCo's own stage accelerations to
+  1e-12.
 * The impedance ``d(r)`` against MuJoCo's ``efc_KBIP`` (its third column) over a sweep of penetrations, and
   `reference_weights` against MuJoCo's ``body_invweight0`` and ``dof_invweight0``.
 """
@@ -138,8 +139,8 @@ def test_limit_and_friction_rows_are_mujocos(cone):
 
 
 def follows_mujoco(xml, cone, qpos, qvel, steps):
-    """The largest difference of ``q`` from MuJoCo's over ``steps`` Euler steps from ``(qpos, qvel)``, and the final
-    configurations."""
+    """The largest difference of ``q`` from MuJoCo's over ``steps`` steps of the file's integrator from ``(qpos,
+    qvel)``, and the final configurations."""
     mj, loaded, scene = scene_of(xml.format(cone=cone), cone)
     d = mujoco.MjData(mj)
     d.qpos[:] = qpos
@@ -232,10 +233,12 @@ def test_mujocos_full_implicit_is_refused_until_dropped():
 
 
 @pytest.mark.parametrize("cone", ["elliptic", "pyramidal"])
-def test_rk4_step_in_contact_is_the_tableau_on_mujocos_stage_accelerations(cone):
-    """One RK4 step of the sphere sliding and spinning on the floor equals MuJoCo's tableau (stage ``i`` at ``q (+)
-    c_i dt qvel_(i-1)`` by ``mj_integratePos``, velocities ``qvel + c_i dt qacc_(i-1)``, the end at ``q (+) dt sum b_i
-    qvel_i``) evaluated with MuJoCo's own ``mj_forward`` accelerations at every stage, to 1e-12."""
+def test_rk4_step_in_contact_is_the_classical_tableau_on_mujocos_stage_accelerations(cone):
+    """One RK4 step of the sphere sliding and spinning on the floor equals the classical tableau in the coordinates
+    of ``qpos`` (stage ``i`` at ``q + c_i dt qdot_(i-1)``, the quaternion's rate ``1/2 quat (x) [0, w]`` off the unit
+    sphere, velocities ``qvel + c_i dt qacc_(i-1)``, the end's quaternion normalized) evaluated with MuJoCo's own
+    ``mj_forward`` accelerations at every stage, to 1e-12; that tableau is what ``mj_step`` takes (to 1e-9 in
+    contact, 1e-12 in free flight: `test_free_and_ball_joints_follow_mujocos_rk4`)."""
     xml = SPHERE.replace("{impratio}", "1").replace('integrator="Euler"', 'integrator="RK4" tolerance="1e-15"')
     mj, loaded, scene = scene_of(xml.format(cone=cone), cone)
     m = loaded.mujoco_map
@@ -249,21 +252,42 @@ def test_rk4_step_in_contact_is_the_tableau_on_mujocos_stage_accelerations(cone)
         mujoco.mj_forward(mj, d)
         return d.qacc.copy()
 
-    def moved(dx):
-        qpos = q0.copy()
-        mujoco.mj_integratePos(mj, qpos, dx, DT)
-        return qpos
+    def qdot(qpos, qvel):
+        turn = np.zeros(4)
+        mujoco.mju_mulQuat(turn, qpos[3:], np.r_[0.0, qvel[3:]])
+        return np.r_[qvel[:3], 0.5 * turn]
 
-    X, F = [v0], [qacc(q0, v0)]
+    Q, X, F = [q0], [v0], [qacc(q0, v0)]
     for c in (0.5, 0.5, 1.0):
+        Q.append(q0 + c * DT * qdot(Q[-1], X[-1]))
         X.append(v0 + c * DT * F[-1])
-        F.append(qacc(moved(c * X[-2]), X[-1]))
-    qpos = moved((X[0] + 2 * X[1] + 2 * X[2] + X[3]) / 6)
+        F.append(qacc(Q[-1], X[-1]))
+    qpos = q0 + DT * sum(b * qdot(Q[i], X[i]) for i, b in enumerate((1 / 6, 1 / 3, 1 / 3, 1 / 6)))
+    qpos[3:] /= np.linalg.norm(qpos[3:])
     qvel = v0 + DT * (F[0] + 2 * F[1] + 2 * F[2] + F[3]) / 6
     q = jnp.asarray(m.qpos_to_q(q0))
     ours = sim.step(scene, sim.init_state(scene, q, jnp.asarray(m.qvel_to_qd(q, v0))), None, DT)
     assert_close(ours.q, m.qpos_to_q(qpos), 1e-12)
     assert_close(ours.qd, m.qvel_to_qd(ours.q, qvel), 1e-12)
+
+
+TUMBLING = """<mujoco><option timestep="0.002" integrator="RK4"/><worldbody>
+<body pos="0 0 1"><freejoint/><geom type="box" size="0.1 0.07 0.05" mass="1.2"/></body>
+<body pos="1 0 1"><joint type="ball"/><geom type="capsule" fromto="0 0 0 0.3 0.1 -0.2" size="0.03" mass="1"/>
+<body pos="0.3 0.1 -0.2"><joint type="hinge" axis="0 1 0"/>
+<geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.02" mass="0.5"/></body></body></worldbody></mujoco>"""
+
+
+def test_free_and_ball_joints_follow_mujocos_rk4():
+    """A box tumbling in free flight and a ball-and-hinge pendulum, both spinning fast, follow MuJoCo's RK4 to 1e-10
+    over 200 steps; the box sliding and spinning into the floor (four corners) to 1e-8 over 400."""
+    d0 = np.r_[0, 0, 1, 1, 0, 0, 0, 0.9, 0.1, 0.3, 0.2, 0.4]
+    d0[7:11] /= np.linalg.norm(d0[7:11])
+    worst, *_ = follows_mujoco(TUMBLING, "elliptic", d0, [1.1, 0.3, -0.5, 2.0, -5.5, 3.0, 1.0, -2.0, 3.0, 1.5], 200)
+    assert worst < 1e-10, worst
+    worst, *_ = follows_mujoco(BOX.replace('integrator="Euler"', 'integrator="RK4"'), "elliptic",
+                               [0, 0, 0.08, 1, 0, 0, 0], [1.1, 0, 0, 0, 0, 5.5], 400)
+    assert worst < 1e-8, worst
 
 
 def test_impedance_equals_mujocos_over_a_sweep_of_penetrations():

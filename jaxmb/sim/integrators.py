@@ -86,6 +86,11 @@ def in_joint_axes(model, q, qd, inverse=False):
     return qd
 
 
+def unit_quaternions(model, q):
+    """``q`` (nq,) with each quaternion of its ball and free joints divided by its norm."""
+    return integrate(model, q, jnp.zeros(model.nv, q.dtype), 0.0)
+
+
 def euler_positions(model, q, u, dt):
     """``(q+, qd+)``: the semi-implicit Euler step of a tree's configuration from ``q`` at the step's velocity ``u``
     (nv,). Each joint moves at the constant ``u`` on its manifold (`jaxmb.integrate`), except a free joint, whose
@@ -162,45 +167,14 @@ def euler(scene, q, qd, ctrl, dt, warm, implicit=False, position_gains=True, app
     return Advance(q_next, qd_next, cf, jnp.asarray(True), s)
 
 
-def stages_on_the_manifold(tree, q, qd, dt, accelerations, first=None):
-    """``(q+, qd+)``: MuJoCo's RK4 step of a tree from ``(q, qd)``, ``accelerations(q_s, qd_s)`` (nv,) at a stage
-    (``first``: those at ``(q, qd)``, where the caller has them). The velocities ``w`` are MuJoCo's (a free joint's
-    linear velocity in its joint frame's axes, `in_joint_axes`); stage ``i`` is at ``q (+) c_i dt w_(i-1)`` and the
-    step ends at ``q (+) dt (w_1 + 2 w_2 + 2 w_3 + w_4) / 6``, each ``(+)`` a step of `euler_positions` from ``q``:
-    on every joint's manifold, as MuJoCo's ``mj_integratePos`` (the classical method in the coordinates of ``q``
-    moves a quaternion off the unit sphere at its stages)."""
-    w = in_joint_axes(tree, q, qd)
-
-    def at(h, w_s):
-        return euler_positions(tree, q, in_joint_axes(tree, q, w_s, inverse=True), h)[0]
-
-    def acc(q_s, v_s, a_s):
-        return in_joint_axes(tree, q_s, a_s + turning_rates(tree, v_s))
-
-    def stage(q_s, w_s):
-        v_s = in_joint_axes(tree, q_s, w_s, inverse=True)
-        return acc(q_s, v_s, accelerations(q_s, v_s))
-
-    a1 = stage(q, w) if first is None else acc(q, qd, first)
-    w2 = w + 0.5 * dt * a1
-    a2 = stage(at(0.5 * dt, w), w2)
-    w3 = w + 0.5 * dt * a2
-    a3 = stage(at(0.5 * dt, w2), w3)
-    w4 = w + dt * a3
-    a4 = stage(at(dt, w3), w4)
-    q_next = at(dt, (w + 2 * w2 + 2 * w3 + w4) / 6)
-    w_next = w + dt / 6 * (a1 + 2 * a2 + 2 * a3 + a4)
-    return q_next, in_joint_axes(tree, q_next, w_next, inverse=True)
-
-
 def rk4(scene, q, qd, ctrl, dt, warm, applied=Applied()) -> Advance:
     """Classical Runge-Kutta (module docstring) under the controls ``ctrl`` and the `jaxmb.sim.inputs.Applied`
     inputs, the body wrenches re-expressed at each stage's pose. A closed-loop scene's stages move its spanning
     ``q`` at ``G(q) yd``, whose exact flow keeps ``phi(q) = 0``; the end of the step projects onto it. A scene with
     MuJoCo's soft constraints (`jaxmb.sim.impedance`) steps as MuJoCo's RK4: it solves them at every stage, the
     stage's accelerations ``(v - v_s) / dt`` of the velocity problem at the stage (its minimizer is the
-    accelerations' problem's, whatever the ``dt``), the first stage's those of the step's start, and a tree's
-    stages move on the joints' manifolds (`stages_on_the_manifold`)."""
+    accelerations' problem's, whatever the ``dt``), the first stage's those of the step's start. Its stages are the
+    classical method's in the coordinates of ``q``, as MuJoCo's ``mj_step`` takes them (quaternions included)."""
     model, tree = scene.model, scene.tree
     closed = is_closed(model)
     soft = scene.impedance is not None
@@ -214,42 +188,42 @@ def rk4(scene, q, qd, ctrl, dt, warm, applied=Applied()) -> Advance:
         return qdd if closed else qdd - turning_rates(model, v_s)
 
     def rate(q_s, v_s, s=None):
+        """``(dq/dt, dqd/dt)`` at a stage: the configuration's rate at ``q_s`` itself, whose quaternions the stages
+        move off the unit sphere, and the dynamics at its unit quaternions (`unit_quaternions`), as MuJoCo's
+        kinematics normalize them."""
+        q_u = unit_quaternions(tree, q_s)
         if soft:  # the rows solved at the stage
-            s = start(scene, model, q_s, v_s, ctrl, dt, warm, applied, turning=not closed) if s is None else s
+            s = start(scene, model, q_u, v_s, ctrl, dt, warm, applied, turning=not closed) if s is None else s
             qd_s = s.free.G @ v_s if closed else v_s  # a closed loop's embedding G
             return configuration_rate(tree, q_s, qd_s), solved(s, v_s)
-        kin = kinematics(scene, q_s) if compliant or applied.xfrc is not None or scene.fluid is not None else None
-        act = actuation(scene, model, q_s, v_s, ctrl, applied, None if kin is None else kin.T)
+        kin = kinematics(scene, q_u) if compliant or applied.xfrc is not None or scene.fluid is not None else None
+        act = actuation(scene, model, q_u, v_s, ctrl, applied, None if kin is None else kin.T)
         f_ext = cf.f_ext
         if compliant:
-            V = body_velocities(tree, q_s, act.qd)
+            V = body_velocities(tree, q_u, act.qd)
             f_ext = compliant_contact_forces(scene, kin.T, kin.contacts, V, q_s.dtype)[0]
-        return configuration_rate(tree, q_s, act.qd), _accelerations(model, q_s, v_s, act.tau + cf.tau,
+        return configuration_rate(tree, q_s, act.qd), _accelerations(model, q_u, v_s, act.tau + cf.tau,
                                                                      _plus(f_ext, act.f_applied))
 
-    if soft and not closed:
-        q_next, qd_next = stages_on_the_manifold(tree, q, qd, dt, lambda q_s, v_s: rate(q_s, v_s)[1],
-                                                 first=solved(s0, qd))
-        return Advance(q_next, qd_next, cf, jnp.asarray(True), s0)
     if closed:
         staged = rate
     else:  # free joints' linear velocities in their joint frames' axes (`in_joint_axes`)
-        def staged(q_s, w_s):
+        def staged(q_s, w_s, s=None):
             v_s = in_joint_axes(tree, q_s, w_s, inverse=True)
-            q_rate, qdd = rate(q_s, v_s)
+            q_rate, qdd = rate(q_s, v_s, s)
             for blk in tree.topology.kind_blocks:  # dp/dt = R v, exactly the velocity integrated
                 if blk.kind == "free":
                     q_rate = q_rate.at[blk.q_index[:, :3]].set(w_s[blk.v_index[:, 3:]])
             return q_rate, in_joint_axes(tree, q_s, qdd + turning_rates(tree, v_s))
 
     w = qd if closed else in_joint_axes(tree, q, qd)
-    k1 = rate(q, w, s0) if soft else staged(q, w)
+    k1 = staged(q, w, s0 if soft else None)  # the step's start, whose rows are solved
     k2 = staged(q + 0.5 * dt * k1[0], w + 0.5 * dt * k1[1])
     k3 = staged(q + 0.5 * dt * k2[0], w + 0.5 * dt * k2[1])
     k4 = staged(q + dt * k3[0], w + dt * k3[1])
     q_next = q + dt / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
     w_next = w + dt / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
-    q_next = integrate(tree, q_next, jnp.zeros(tree.nv, qd.dtype), 0.0)  # unit quaternions
+    q_next = unit_quaternions(tree, q_next)
     if closed:
         q_next, loops_closed = project(model, q_next)
         return Advance(q_next, w_next, cf, loops_closed, s0)
