@@ -21,7 +21,7 @@ from jaxmb.kinematics import forward_kinematics
 from jaxmb.sim import init_state, make_scene, motor, rollout, step
 from jaxmb.sim.integrators import euler_positions
 
-INTEGRATORS = ("euler", "implicit", "implicitfast", "rk4")
+INTEGRATORS = ("euler", "implicit", "implicitfast", "implicit_coriolis", "rk4")
 
 
 def free_body(com=(0.0, 0.0, 0.0)):

@@ -13,6 +13,9 @@
               (`jaxmb.sim.compliant.implicit_compliant_forces`): stiff contact at a large step.
 ``implicitfast``  ``implicit`` with the velocity gains and joint damping alone in ``D``, as MuJoCo's
               ``implicitfast``: the same steps as MuJoCo's where ``implicit`` differs from them by ``dt^2 kp`` terms.
+``implicit_coriolis``  MuJoCo's ``implicit``: ``implicitfast`` with the velocity derivative of the Coriolis and
+              centrifugal forces too, ``(M + dt D + dt d(C qd)/d qd) (qd+ - qd) = dt f``, a dense solve
+              (`implicit_in_velocity`); the constraint rows solved on ``M``, as MuJoCo's.
 ``rk4``       the classical fourth-order Runge-Kutta method on ``(q, qd)`` in the coordinates of ``q``
               (quaternion rates by `jaxmb.configuration_rate`), a free joint's linear velocity in its joint frame's
               axes (`in_joint_axes`), quaternions normalized once at the end: fourth order on every joint, free
@@ -29,9 +32,11 @@ configuration is projected back onto the loop constraints at the end of every st
 from typing import NamedTuple
 
 import jax.numpy as jnp
+import numpy as np
 
 from jaxmb.configuration import configuration_rate, integrate
 from jaxmb.dynamics.articulated import forward_dynamics, solve_factored
+from jaxmb.dynamics.derivatives import inverse_dynamics_derivatives
 from jaxmb.hinges import hinge_map
 from jaxmb.kinematics import body_velocities
 from jaxmb.loops.articulated import forward_dynamics as loop_forward_dynamics
@@ -44,7 +49,8 @@ from jaxmb.sim.constraints import ConstraintForces
 from jaxmb.sim.contact_frames import body_forces, world_forces
 from jaxmb.sim.inputs import Applied
 from jaxmb.sim.stages import Start, actuation, free_motion, kinematics, start, turning_rates
-from jaxmb.spatial import mv
+from jaxmb.sim.tendons import tendon_mass
+from jaxmb.spatial import mv, skew
 
 
 class Advance(NamedTuple):
@@ -120,10 +126,41 @@ def _constrained_accelerations(scene, model, q, qd, s: Start, cf):
     return ab.qdd + solve_factored(model, s.kinematics.X, hinge_map(model), ab.G, ab.D, cf.tau)[0]
 
 
-def euler(scene, q, qd, ctrl, dt, warm, implicit=False, position_gains=True, applied=Applied()) -> Advance:
+def turning_jacobian(model, qd):
+    """``d turning_rates / d qd`` (nv, nv): on each free joint ``d (w x v) = -v~ dw + w~ dv``."""
+    out = jnp.zeros((model.nv, model.nv), qd.dtype)
+    for blk in model.topology.kind_blocks:
+        if blk.kind == "free":
+            for w_i, v_i in zip(blk.v_index[:, :3], blk.v_index[:, 3:]):
+                w, v = qd[w_i], qd[v_i]
+                out = out.at[np.ix_(v_i, w_i)].set(-skew(v)).at[np.ix_(v_i, v_i)].set(skew(w))
+    return out
+
+
+def implicit_in_velocity(scene, model, q, qd, act, D, dt):
+    """The accelerations ``a`` (nv,) of MuJoCo's ``implicit`` step under the generalized forces of ``act`` (a
+    `jaxmb.sim.stages.Actuation`, the constraint forces included): ``(M - dt K) a = f`` with ``f = tau - ID(q, qd,
+    0) + M t`` the smooth forces and ``K = d f / d qd = -diag(D) - d ID / d qd + M d t / d qd`` their velocity
+    derivative, ``ID`` Newton-Euler under the applied body forces (`jaxmb.inverse_dynamics_derivatives`) and ``t``
+    the free joints' `turning_rates`, so that ``a`` is, as `euler`'s accelerations are, in the axes the step starts
+    from: MuJoCo's problem in its coordinates (a free joint's linear velocity in world axes) is this one carried by
+    the rotation of each free joint's linear part, which is orthogonal. ``D`` (nv,): `implicit_damping` without
+    position gains. M includes the tendons' armature."""
+    idd = inverse_dynamics_derivatives(model, q, qd, jnp.zeros_like(qd), act.f_applied)
+    M = idd.M
+    armature = tendon_mass(scene, q, dt, implicit=False)
+    if armature is not None:
+        M = M + armature
+    A = M + dt * (jnp.diag(D) + idd.dtau_dqd - M @ turning_jacobian(model, qd))
+    return jnp.linalg.solve(A, act.tau - idd.tau + M @ turning_rates(model, qd))
+
+
+def euler(scene, q, qd, ctrl, dt, warm, implicit=False, position_gains=True, coriolis=False,
+          applied=Applied()) -> Advance:
     """Semi-implicit Euler, or with ``implicit`` the implicit-in-velocity step, with the position servos'
-    stiffness in it where ``position_gains`` (``implicit``) or not (``implicitfast``), under the controls ``ctrl``
-    and the `jaxmb.sim.inputs.Applied` inputs (module docstring). A tree's free joints step as
+    stiffness in it where ``position_gains`` (``implicit``) or not (``implicitfast``), and with ``coriolis`` the
+    velocity derivative of the Coriolis forces too (``implicit_coriolis``, `implicit_in_velocity`), under the
+    controls ``ctrl`` and the `jaxmb.sim.inputs.Applied` inputs (module docstring). A tree's free joints step as
     `euler_positions` says: the accelerations carry their `turning_rates`, so that the step's velocity and its
     constraint rows are in the axes the step starts from.
 
@@ -136,14 +173,16 @@ def euler(scene, q, qd, ctrl, dt, warm, implicit=False, position_gains=True, app
         D = implicit_damping(scene.actuators, scene.joints, dt, position_gains)
         damped = with_armature(model, dt * D)
     closed = is_closed(model)
-    on_M = implicit and scene.impedance is not None
+    on_M = implicit and (scene.impedance is not None or coriolis)
     if not on_M:
         model = damped
     s = start(scene, model, q, qd, ctrl, dt, warm, applied, turning=not closed, implicit=not on_M)
     cf = s.constraints
     if on_M:
         forced = s.actuation._replace(tau=s.actuation.tau + cf.tau)
-        if closed:
+        if coriolis:
+            qd_next = qd + dt * implicit_in_velocity(scene, model, q, qd, forced, D, dt)
+        elif closed:
             qd_next = qd + dt * _accelerations(damped, q, qd, forced.tau, forced.f_applied)
         else:
             qd_next = qd + dt * free_motion(scene, damped, q, qd, forced, dt, turning=True).qdd

@@ -26,8 +26,7 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   rotation angle, `jaxmb.sim.ball_limits`) enforced unless the model disables them; the integrator
   (``Euler`` -> ``"euler"``, or ``"implicitfast"`` where joints have damping, which MuJoCo's Euler takes
   implicitly unless the model disables ``eulerdamp``; ``RK4`` -> ``"rk4"``; ``implicitfast`` -> ``"implicitfast"``;
-  ``implicit``, whose derivatives of the Coriolis forces the scene does not take, is refused: category
-  ``"integrator"``, and dropped, the scene steps with ``"implicitfast"``), the solver's ``iterations`` and
+  ``implicit`` -> ``"implicit_coriolis"``, with the Coriolis forces' velocity derivative), the solver's ``iterations`` and
   ``tolerance``, and its problem: MuJoCo's PGS, CG and Newton solvers solve one convex problem, jaxmb's
   ``solver="newton"`` with the file's friction ``cone`` and MuJoCo's soft constraints with the file's numbers
   (`jaxmb.sim.mjcf_impedance`; a closed-loop scene steps with ``solver="pgs"``); the time step ``dt``.
@@ -88,9 +87,8 @@ GEOM_TYPES = {0: "plane", 1: "hfield", 2: "sphere", 3: "capsule", 4: "ellipsoid"
               7: "mesh", 8: "sdf"}
 """MuJoCo's ``mjtGeom`` values and their names."""
 
-INTEGRATORS = {0: "euler", 1: "rk4", 3: "implicitfast"}
-"""The jaxmb integrator of each MuJoCo ``mjtIntegrator`` the scene steps as MuJoCo does (Euler, RK4, implicitfast;
-not ``implicit``)."""
+INTEGRATORS = {0: "euler", 1: "rk4", 2: "implicit_coriolis", 3: "implicitfast"}
+"""The jaxmb integrator of each MuJoCo ``mjtIntegrator``, which steps the scene as MuJoCo's does."""
 
 _THINNEST = 1e-6  # half size given to a flat mesh's bounding box along its flat direction
 

@@ -25,7 +25,7 @@ from jaxmb.sim.impedance import Impedance
 from jaxmb.sim.tendons import Tendons, check_scene
 from jaxmb.sim.tendons import tendons as gather_tendons
 
-INTEGRATORS = ("euler", "implicit", "implicitfast", "rk4")
+INTEGRATORS = ("euler", "implicit", "implicitfast", "implicit_coriolis", "rk4")
 CONTACT_MODELS = ("constraint", "compliant")
 JOINT_FRICTION = ("constraint", "smooth")
 SOLVERS = ("pgs", "newton")
@@ -238,10 +238,29 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     if acts.na and integrator == "rk4":
         raise ModelError(f"actuators with activation dynamics {[acts.names[i] for i in acts.stateful]} step with the "
                          "'euler', 'implicit' or 'implicitfast' integrator, not 'rk4'")
+    if integrator == "implicit_coriolis":
+        _check_implicit_coriolis(model, contact, ten, acts)
     check_scene(ten, acts, model, options)
     ball_angles = None if ball_angles is None else jnp.asarray(ball_angles, dtype)
     return Scene(model, geo, acts, joints, params, q0.astype(dtype), None, pair_table, options, fluid, ball_angles,
                  ten)
+
+
+def _check_implicit_coriolis(model, contact, ten, acts):
+    """What ``implicit_coriolis`` (`jaxmb.sim.integrators.implicit_in_velocity`) does not take, refused by name:
+    closed loops, compliant contact, and the damping and servos of tendons, whose velocity derivatives it leaves
+    out."""
+    if is_closed(model):
+        raise ModelError(f"model {model.name!r}: the 'implicit_coriolis' integrator steps trees; a closed-loop scene "
+                         "takes 'implicit', 'implicitfast', 'euler' or 'rk4'")
+    if contact == "compliant":
+        raise ModelError("the 'implicit_coriolis' integrator takes constraint contact; with contact='compliant' "
+                         "choose 'implicit' or 'implicitfast'")
+    driven = [] if ten is None else [n for n, b in zip(ten.names, np.asarray(ten.damping)) if b > 0]
+    driven += [acts.names[a] for a, t in enumerate(acts.tendon or ()) if t >= 0]
+    if driven:
+        raise ModelError(f"the 'implicit_coriolis' integrator does not take the damping of tendons or servos on "
+                         f"them: {driven}; choose 'implicitfast'")
 
 
 def _ball_limits(model, ball_ranges, limits, limit_rows):

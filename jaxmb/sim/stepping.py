@@ -128,7 +128,8 @@ def _advance(scene, state, ctrl, dt, applied):
     if integrator == "rk4":
         return rk4(scene, state.q, state.qd, ctrl, dt, state.impulse, applied)
     return euler(scene, state.q, state.qd, ctrl, dt, state.impulse, implicit=integrator != "euler",
-                 position_gains=integrator == "implicit", applied=applied)
+                 position_gains=integrator == "implicit", coriolis=integrator == "implicit_coriolis",
+                 applied=applied)
 
 
 def step(scene, state: State, ctrl, dt, qfrc=None, xfrc=None) -> State:
