@@ -77,6 +77,7 @@ from jaxmb.io.mujoco import MujocoMap, mujoco_map
 from jaxmb.loops import close_loops, coupling, explicit, loop_closure
 from jaxmb.sim.actuators import motor, on_tendon, position, velocity
 from jaxmb.sim.closed_loops import is_closed, project, spanning_tree
+from jaxmb.sim.equality_rows import connect, joint_equality, tendon_equality, weld, with_equality_impedance
 from jaxmb.sim.geometry import box, capsule, plane, sphere
 from jaxmb.sim.mjcf_fluid import mjcf_fluid
 from jaxmb.sim.mjcf_impedance import mujoco_impedance
@@ -211,7 +212,8 @@ class MjcfScene(NamedTuple):
         return self.keyframes[name]
 
 
-def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_scene_options) -> MjcfScene:
+def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", equalities=None,
+                    **make_scene_options) -> MjcfScene:
     """The simulator scene of ``source`` (module docstring): a path to an .xml (or .urdf) file, an MJCF document as
     a string, a ``mujoco.MjSpec`` or a compiled ``mujoco.MjModel``, as `jaxmb.io.mjcf.load_mjcf` takes it;
     ``assets`` ({file name: bytes}) gives MuJoCo the files of a string.
@@ -263,9 +265,16 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
         frictionloss = _per_coordinate(mj, m, mj.dof_frictionloss, "friction loss", names, damping_left,
                                        coulomb=True)
     left += [LeftOut("free-joint damping", e) for e in damping_left]
-    model, equality_ids = tree, ()
-    if not off["equality"]:
+    if equalities is None:
+        equalities = "rows" if impedance == "mujoco" else "embedded"
+    if equalities not in ("rows", "embedded"):
+        raise ModelError(f"{source_name}: equalities must be 'rows' (MuJoCo's soft rows on the tree) or 'embedded' "
+                         f"(loops closed exactly), got {equalities!r}")
+    model, equality_ids, equality_specs = tree, (), ()
+    if not off["equality"] and equalities == "embedded":
         model, equality_ids = _closed_model(mujoco, mj, tree, m, names, left)
+    elif not off["equality"]:
+        equality_specs, equality_ids = _equality_rows(mujoco, mj, tree, m, names, tendon_names, left)
     elif mj.neq:
         left.append(LeftOut("disabled", _listing("equality constraints (disabled in the model)",
                                                  [mj.equality(e).name or f"equality{e}" for e in range(mj.neq)])))
@@ -296,7 +305,8 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
                    limits=not off["limit"], integrator=integrator,
                    iterations=int(mj.opt.iterations), tolerance=float(mj.opt.tolerance), solver=solver,
                    q0=_qpos0(mujoco, mj, m, model, source_name), fluid=fluid, ball_ranges=_ball_ranges(mj, m),
-                   tendons=tendon_specs, implicit_tendons=int(mj.opt.integrator) != int(mujoco.mjtIntegrator.mjINT_EULER))
+                   tendons=tendon_specs, implicit_tendons=int(mj.opt.integrator) != int(mujoco.mjtIntegrator.mjINT_EULER),
+                   equalities=equality_specs)
     if solver == "newton":  # MuJoCo's problem: the file's friction cone
         options["cone"] = _cone(mujoco, mj)
     options.update(make_scene_options)
@@ -305,6 +315,7 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
         if impedance == "mujoco" and scene.options.solver == "newton" and scene.options.contact == "constraint":
             scene = mujoco_impedance(mj, scene, m, geom_ids)
             scene = tendon_impedance(mj, scene, tendon_ids)
+            scene = equality_impedance(mujoco, mj, scene, equality_ids)
         elif impedance not in ("mujoco", None):
             raise ModelError(f"impedance must be 'mujoco' (MuJoCo's soft constraints) or None (jaxmb's rule), got "
                              f"{impedance!r}")
@@ -818,6 +829,94 @@ def _ball_or_planar(tree, closure, q_ref):
     if np.abs(n @ K2).max() > 1e-9 * np.abs(K2).max():
         return closure
     return loop_closure(closure.a, closure.b, closure.placement_a, closure.placement_b, kind="planar", axis=n)
+
+
+def _equality_rows(mujoco, mj, tree, m, names, tendon_names, left):
+    """``(specs, MuJoCo ids)``: the `jaxmb.sim.equality_rows` spec of each active equality on the tree (module
+    docstring); the inactive ones go to ``left`` as disabled, those the rows cannot build, each with why, as
+    ``"equalities"``. An equality whose two ends are on one jaxmb body (bodies welded together) has a zero Jacobian,
+    no force in MuJoCo: it is left out."""
+    specs, ids, inactive, dropped = [], [], [], []
+    for e in range(mj.neq):
+        label = mj.equality(e).name or f"equality{e}"
+        if not mj.eq_active0[e]:
+            inactive.append(label)
+            continue
+        spec = _equality_spec(mujoco, mj, tree, m, names, tendon_names, e, label)
+        if isinstance(spec, str):
+            dropped.append(f"{label!r} ({spec})")
+        elif spec is not None:
+            specs.append(spec)
+            ids.append(e)
+    if inactive:
+        left.append(LeftOut("disabled", _listing("equality constraints inactive at the start", inactive)))
+    if dropped:
+        left.append(LeftOut("equalities", "equality constraints " + ", ".join(dropped)))
+    return tuple(specs), tuple(ids)
+
+
+def _equality_spec(mujoco, mj, tree, m, names, tendon_names, e, label):
+    """The `jaxmb.sim.equality_rows` spec of MuJoCo equality ``e``, None where it acts on nothing (both ends on one
+    body), or why the rows cannot build it (a string)."""
+    eq = mujoco.mjtEq
+    kind = int(mj.eq_type[e])
+    data = np.asarray(mj.eq_data[e], float)
+    o1, o2 = int(mj.eq_obj1id[e]), int(mj.eq_obj2id[e])
+    if kind in (eq.mjEQ_CONNECT, eq.mjEQ_WELD):
+        if int(mj.eq_objtype[e]) == mujoco.mjtObj.mjOBJ_SITE:
+            ends = [(int(mj.site_bodyid[s]), mj.site_pos[s], mj.site_quat[s]) for s in (o1, o2)]
+        elif kind == eq.mjEQ_CONNECT:  # anchor in body 1, the same point in body 2 (at qpos0)
+            ends = [(o1, data[0:3], (1.0, 0.0, 0.0, 0.0)), (o2, data[3:6], (1.0, 0.0, 0.0, 0.0))]
+        else:  # body 2's anchor data[0:3] meets body 1's point data[3:6], body 2 turned by relpose from body 1
+            ends = [(o1, data[3:6], data[6:10]), (o2, data[0:3], (1.0, 0.0, 0.0, 0.0))]
+        frames = []
+        for b, pos, quat in ends:
+            i, T = m.pose_on_body(b, pos, quat)
+            frames.append((None if i < 0 else tree.body_names[i], (np.asarray(T.R), np.asarray(T.p))))
+        (a, Pa), (b, Pb) = frames
+        if a == b:
+            return None
+        if kind == eq.mjEQ_CONNECT:
+            return connect(label, a, b, Pa[1], Pb[1])
+        return weld(label, a, b, Pa, Pb, torquescale=float(data[10]))
+    if kind in (eq.mjEQ_JOINT, eq.mjEQ_TENDON):
+        coef = tuple(float(c) for c in data[:5])
+        if kind == eq.mjEQ_JOINT:
+            joints = [m.joint_names[j] if j >= 0 else None for j in (o1, o2)]
+            kinds = [JOINT_TYPES[mj.jnt_type[j]] for j in (o1, o2) if j >= 0]
+            if any(k not in ("hinge", "slide") for k in kinds):
+                return f"on a {'/'.join(kinds)} joint: a joint equality here couples hinges and slides"
+            return joint_equality(label, *joints, polycoef=coef)
+        missing = [mj.tendon(t).name or f"tendon{t}" for t in (o1, o2) if t >= 0 and t not in tendon_names]
+        if missing:
+            return f"on tendons {missing}, which the scene leaves out"
+        return tendon_equality(label, tendon_names[o1], tendon_names.get(o2), polycoef=coef)
+    return f"a {_enum_name(mujoco.mjtEq(kind))} equality"
+
+
+def equality_impedance(mujoco, mj, scene, equality_ids):
+    """``scene`` with MuJoCo's numbers of its equality rows (`jaxmb.sim.equality_rows.EqualityImpedance`): each
+    equality's ``eq_solref`` and ``eq_solimp``, and each row's ``diagApprox``: the two bodies' ``body_invweight0``
+    (translational on the position rows, rotational on a weld's rotation rows), the two joints' ``dof_invweight0``
+    or the two tendons' ``tendon_invweight0``."""
+    eqs = scene.equalities
+    if eqs is None:
+        return scene
+    ids = np.asarray(equality_ids, int)
+    weight = []
+    for e in ids:
+        kind, o1, o2 = int(mj.eq_type[e]), int(mj.eq_obj1id[e]), int(mj.eq_obj2id[e])
+        if kind in (mujoco.mjtEq.mjEQ_CONNECT, mujoco.mjtEq.mjEQ_WELD):
+            if int(mj.eq_objtype[e]) == mujoco.mjtObj.mjOBJ_SITE:
+                o1, o2 = int(mj.site_bodyid[o1]), int(mj.site_bodyid[o2])
+            tran, rot = (mj.body_invweight0[o1, k] + mj.body_invweight0[o2, k] for k in (0, 1))
+            weight += [tran] * 3 + ([rot] * 3 if kind == mujoco.mjtEq.mjEQ_WELD else [])
+        elif kind == mujoco.mjtEq.mjEQ_JOINT:
+            weight.append(sum(mj.dof_invweight0[mj.jnt_dofadr[j]] for j in (o1, o2) if j >= 0))
+        else:
+            weight.append(sum(mj.tendon_invweight0[t] for t in (o1, o2) if t >= 0))
+    return with_equality_impedance(scene, mj.eq_solref[ids].reshape(-1, 2), mj.eq_solimp[ids].reshape(-1, 5),
+                                   np.asarray(weight, float))
 
 
 # -- keyframes ----------------------------------------------------------------------------------------------------
