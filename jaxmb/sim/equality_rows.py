@@ -72,7 +72,7 @@ class EqualitySpec:
 def _placement(x):
     if x is None:
         return np.eye(3), np.zeros(3)
-    if not isinstance(x, tuple):  # a point
+    if not (isinstance(x, tuple) and len(x) == 2 and np.shape(x[0]) == (3, 3)):  # a point
         return np.eye(3), np.asarray(x, float)
     R, p = x
     return np.asarray(R, float), np.asarray(p, float)
