@@ -113,6 +113,9 @@ class EqualityImpedance:
     solimp: jnp.ndarray
     weight: jnp.ndarray
 
+    def replace(self, **changes) -> "EqualityImpedance":
+        return dataclasses.replace(self, **changes)
+
 
 @pytree_dataclass
 @dataclass(frozen=True)
@@ -365,7 +368,8 @@ def mujoco_rows(eq: Equalities, dt, r, u, jdot_v):
                          "give them by jaxmb.sim.equality_rows.with_equality_impedance")
     _, group = _order(eq)
     dtype = u.dtype
-    norm = jnp.sqrt(jnp.zeros(eq.ne, dtype).at[group].add(r * r))[group]
+    square = jnp.zeros(eq.ne, dtype).at[group].add(r * r)[group]
+    norm = jnp.where(square > 0, jnp.sqrt(jnp.where(square > 0, square, 1.0)), 0.0)  # (no NaN in a derivative at 0)
     solref, solimp = imp.solref[group].astype(dtype), imp.solimp[group].astype(dtype)
     d = impedance(solimp, norm)
     K, B = stiffness_damping(solref, solimp, dt)
