@@ -173,17 +173,15 @@ def _pendulum(solver):
 
 @pytest.mark.parametrize("solver", ["pgs", "newton"])
 def test_jaxmbs_rule_holds_a_connect_on_both_solvers(solver):
-    """jaxmb's rule (the error decays at ``1/timeconst``): a double pendulum whose tip is pinned near the world
-    point swings onto it and stays within 1e-3 of it, where without the rows it falls away."""
+    """jaxmb's rule (the error decays at ``1/timeconst``): a double pendulum at rest whose tip is pinned to a world
+    point off it swings onto the point under gravity and stays within 1e-3 of it."""
     sc = _pendulum(solver)
     assert sc.rows == 3 and sc.impedance is None
     state = sim.init_state(sc)
     _, states = rollout(sc, state, 0.002, steps=200)
     miss = np.array([np.linalg.norm(errors(sc.equalities, sc.tree, q)[0]) for q in states.q])
     assert miss[0] > 0.05 and miss[-50:].max() < 1e-3
-    if solver == "pgs":  # (no row: either solver's scene steps the same)
-        free = rollout(sc.replace(equalities=None), state, 0.002, steps=200)[1]
-        assert np.linalg.norm(errors(sc.equalities, sc.tree, free.q[-1])[0]) > 0.05
+    assert np.abs(np.asarray(states.q[-1] - state.q)).max() > 0.1  # it swung there, from 5 cm away
 
 
 def test_embedded_option_closes_the_loops_exactly():

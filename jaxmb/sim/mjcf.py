@@ -41,8 +41,13 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   fixed tendons with nonlinear or plastic springs, nonlinear damping or actuator force ranges (``"tendons"``).
 * the initial configuration ``qpos0`` (``Scene.q0``) and the keyframes in jaxmb's coordinates (`Keyframe`;
   `MjcfScene.init_state` and `MjcfScene.init_ctrl` reset to them as ``mj_resetDataKeyframe`` does).
-* equality constraints that close a loop of one-degree-of-freedom joints, as constraints of a
-  `jaxmb.loops.LoopModel`: ``connect`` -> `jaxmb.loops.loop_closure` of kind ``"ball"`` (``"planar"`` where the
+* equality constraints (``equalities="rows"``, the default with ``impedance="mujoco"``): each active ``connect``,
+  ``weld``, ``joint`` and (on fixed tendons) ``tendon`` equality as MuJoCo's bilateral soft rows on the tree
+  (`jaxmb.sim.equality_rows`, `_equality_rows`) with its ``solref``, ``solimp`` and MuJoCo's approximate inverse
+  inertias (`equality_impedance`), through free and ball joints too; an inactive one is left out (``"disabled"``);
+  ``joint`` equalities on ball or free joints, ``tendon`` equalities on tendons the scene leaves out and other kinds
+  are refused. With ``equalities="embedded"`` (the default with ``impedance=None``) the equality constraints that
+  close a loop of one-degree-of-freedom joints, as constraints of a `jaxmb.loops.LoopModel`: ``connect`` -> `jaxmb.loops.loop_closure` of kind ``"ball"`` (``"planar"`` where the
   loop is planar, whose third row would vanish), ``weld`` -> ``"weld"`` (as ``connect`` where its ``torquescale`` is
   zero), ``joint`` -> `jaxmb.loops.coupling` (a linear polynomial) or `jaxmb.loops.explicit` (the polynomial). The
   reference configuration is the pose the file draws (``qpos0``). They hold exactly, where MuJoCo's are soft
@@ -119,7 +124,9 @@ CATEGORIES = {
     "actuators": "actuators the scene cannot take, and joints' actuator force ranges",
     "free-joint damping": "damping and friction loss of free joints' translations that differ along the world's "
                           "and the body's axes",
-    "equalities": "equality constraints that close no loop jaxmb embeds",
+    "equalities": "equality constraints the scene cannot build (as rows: joint equalities on ball or free joints, "
+                  "tendon equalities on tendons left out, other kinds; embedded: those that close no loop jaxmb "
+                  "embeds)",
     "integrator": "integrators without a jaxmb counterpart",
     "other": "anything else the dynamics model leaves out",
     "sensors": "sensors", "cameras": "cameras", "lights": "lights", "skins": "skins",
@@ -173,7 +180,8 @@ class MjcfScene(NamedTuple):
     mj             the compiled ``mujoco.MjModel``
     geom_ids       (ng,) the MuJoCo geom of each scene geom
     actuator_ids   (nu,) the MuJoCo actuator of each scene actuator (``ctrl = ctrl_mujoco[actuator_ids]``)
-    equality_ids   the MuJoCo equality constraint of each loop constraint of the scene's model
+    equality_ids   the MuJoCo equality constraint of each equality of ``scene.equalities`` (rows), or of each loop
+                   constraint of the scene's model (embedded)
     left_out       (`LeftOut`, ...): what the scene leaves out of the file or changes, by category: those the
                    ``drop`` option dropped and those that change no motion (`INERT`)
     solver         which solver the scene steps with (``scene.options.solver``) and why
@@ -222,9 +230,11 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", equalit
     tolerance, and the solver: MuJoCo's solvers (PGS, CG, Newton) all solve one convex problem, which jaxmb's
     ``solver="newton"`` solves with the file's friction cone and, with ``impedance="mujoco"`` (the default),
     MuJoCo's soft constraints with the file's ``solref``, ``solimp``, margins and ``impratio``
-    (`jaxmb.sim.mjcf_impedance`); ``impedance=None`` keeps jaxmb's rule (``timeconst``, ``regularization``). The
-    loops of a closed-loop scene are embedded exactly, where MuJoCo's equality rows are soft. `MjcfScene.solver`
-    says which solver and why.
+    (`jaxmb.sim.mjcf_impedance`); ``impedance=None`` keeps jaxmb's rule (``timeconst``, ``regularization``).
+    ``equalities``: ``"rows"``, MuJoCo's equality constraints as its soft rows on the tree
+    (`jaxmb.sim.equality_rows`), so that the scene follows ``mj_step``; ``"embedded"``, the loops they close
+    embedded exactly (`jaxmb.loops`); None: ``"rows"`` with ``impedance="mujoco"``, else ``"embedded"``.
+    `MjcfScene.solver` says which solver and why.
     ``make_scene_options`` (`jaxmb.sim.make_scene`'s keywords) replace what is read from the model: e.g.
     ``integrator="rk4"``, ``solver="pgs"``, ``contact="compliant"``.
 
