@@ -47,7 +47,8 @@ from jaxmb.dynamics.mass import mass_matrix
 from jaxmb.errors import ModelError
 from jaxmb.kinematics import forward_kinematics, jacobian_rows
 from jaxmb.model import pytree_dataclass
-from jaxmb.sim.impedance import SOLIMP, SOLREF, _MINVAL, impedance, stiffness_damping
+from jaxmb.sim.closed_loops import is_closed
+from jaxmb.sim.impedance import _MINVAL, SOLIMP, SOLREF, impedance, stiffness_damping
 from jaxmb.sim.joint_rows import JointRows, concat
 from jaxmb.spatial import Transform
 
@@ -351,7 +352,8 @@ def drift(eq: Equalities, model, q, qd):
     rows, as MuJoCo takes it (module docstring): the rate of ``J(q) v`` at a fixed MuJoCo velocity ``v``, whose free
     joints' translations are in the world's axes: the rate of ``J(q) qd`` along ``dq/dt`` less ``J`` of the free
     joints' `jaxmb.sim.stages.turning_rates`."""
-    from jaxmb.sim.stages import turning_rates  # (jaxmb.sim.stages imports the rows through the constraints)
+    # (a late import: jaxmb.sim.stages imports the rows through the constraints)
+    from jaxmb.sim.stages import turning_rates
 
     anchored = np.repeat([k in ("connect", "weld") for k in eq.kinds], [_ROWS[k] for k in eq.kinds])
     J, rate = jax.jvp(lambda x: errors(eq, model, x)[1], (q,), (configuration_rate(model, q, qd),))
@@ -399,8 +401,6 @@ def with_equality_impedance(scene, solref=SOLREF, solimp=SOLIMP, weight=None):
 def check_scene(eq: Equalities | None, model, options, where="the scene"):
     """Raise `ModelError` where the scene cannot take its equality rows: a closed-loop model (its loops are embedded;
     rows are built on trees) or the capped limit rows of ``limit_rows``."""
-    from jaxmb.sim.closed_loops import is_closed
-
     if eq is None:
         return
     if is_closed(model):
