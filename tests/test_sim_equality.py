@@ -1,7 +1,7 @@
 """Equality constraints as rows (`jaxmb.sim.equality_rows`) against MuJoCo, on scenes written for these tests: a
 four-bar closed by ``connect``, a free box welded to a two-joint arm (``torquescale`` 0.5, its own ``solref``), a
-polynomial ``joint`` coupling of the arm's joints, a ``joint`` equality that fixes a slide, a ``connect`` of two
-sites through a ball joint and a ``tendon`` equality of two fixed tendons.
+polynomial ``joint`` coupling of the arm's joints, a ``joint`` equality that fixes a slide, a ``connect`` and a
+``weld`` of two sites through a ball joint and a ``tendon`` equality of two fixed tendons.
 
 * The rows' errors, Jacobian, ``D`` and target equal MuJoCo's ``efc_pos``, ``efc_J``, ``efc_D`` and ``efc_vel + dt
   efc_aref`` (which subtracts ``Jdot v`` of the connect and weld rows) to 1e-12 at random states.
@@ -48,8 +48,9 @@ SCENE = f"""<mujoco model="equalities">
  {LINKAGE}
  <body name="box" pos="1 0 1" euler="0.3 0.2 0.1"><freejoint/><geom type="box" size=".1 .05 .03"/></body>
  <body name="swing" pos="-1 0 1"><joint name="ball" type="ball"/>
-  <geom type="capsule" fromto="0 0 0 0.2 0.1 -0.3" size="0.03"/><site name="end" pos="0.2 0.1 -0.3"/></body>
- <site name="hook" pos="-0.78 0.12 0.68"/>
+  <geom type="capsule" fromto="0 0 0 0.2 0.1 -0.3" size="0.03"/><site name="end" pos="0.2 0.1 -0.3" euler="0 0.3 1"/>
+ </body>
+ <site name="hook" pos="-0.78 0.12 0.68" euler="0.2 0.1 0"/>
  <body name="p1" pos="0 -1 1"><joint name="p1" axis="1 0 0"/><geom type="box" size=".02 .1 .02" pos="0 .1 0"/></body>
  <body name="p2" pos="0 -1.5 1"><joint name="p2" axis="1 0 0" ref="0.2"/>
   <geom type="box" size=".02 .1 .02" pos="0 .1 0"/></body>
@@ -60,6 +61,7 @@ SCENE = f"""<mujoco model="equalities">
  {LINKAGE_EQUALITIES}
  <weld name="glue" body1="box" body2="tip" torquescale="0.5" solref="0.01 1"/>
  <connect name="hang" site1="end" site2="hook" solimp="0.95 0.99 0.002 0.5 2"/>
+ <weld name="turn" site1="end" site2="hook" torquescale="2" solref="0.05 0.8"/>
  <tendon name="pulley" tendon1="t1" tendon2="t2" polycoef="0.02 0.8 0 0 0"/>
  <connect name="later" body1="p1" body2="p2" anchor="0 0 0" active="false"/>
 </equality>
@@ -97,9 +99,9 @@ def test_scene_builds_every_active_equality_as_rows(scene):
     sc = scene.scene
     assert not is_closed(sc.model) and scene.left_out[0].category == "disabled"
     assert "'later'" in scene.left_out[0].what
-    assert sc.equalities.names == ("close", "mesh", "lock", "glue", "hang", "pulley")
-    assert scene.equality_ids == (0, 1, 2, 3, 4, 5)
-    assert sc.equalities.rows == 3 + 1 + 1 + 6 + 3 + 1 and sc.rows == sc.equalities.rows
+    assert sc.equalities.names == ("close", "mesh", "lock", "glue", "hang", "turn", "pulley")
+    assert scene.equality_ids == (0, 1, 2, 3, 4, 5, 6)
+    assert sc.equalities.rows == 3 + 1 + 1 + 6 + 3 + 6 + 1 and sc.rows == sc.equalities.rows
     assert "loops embedded" not in scene.solver
 
 
