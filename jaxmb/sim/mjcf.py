@@ -45,8 +45,7 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   ``weld``, ``joint`` and (on fixed tendons) ``tendon`` equality as MuJoCo's bilateral soft rows on the tree
   (`jaxmb.sim.equality_rows`, `_equality_rows`) with its ``solref``, ``solimp`` and MuJoCo's approximate inverse
   inertias (`equality_impedance`), through free and ball joints too; an inactive one is left out (``"disabled"``);
-  ``joint`` equalities on ball or free joints, ``tendon`` equalities on tendons the scene leaves out and other kinds
-  are refused. With ``equalities="embedded"`` (the default with ``impedance=None``) the equality constraints that
+  ``tendon`` equalities on tendons the scene leaves out and other kinds (``flex``) are refused. With ``equalities="embedded"`` (the default with ``impedance=None``) the equality constraints that
   close a loop of one-degree-of-freedom joints, as constraints of a `jaxmb.loops.LoopModel`: ``connect`` -> `jaxmb.loops.loop_closure` of kind ``"ball"`` (``"planar"`` where the
   loop is planar, whose third row would vanish), ``weld`` -> ``"weld"`` (as ``connect`` where its ``torquescale`` is
   zero), ``joint`` -> `jaxmb.loops.coupling` (a linear polynomial) or `jaxmb.loops.explicit` (the polynomial). The
@@ -124,9 +123,8 @@ CATEGORIES = {
     "actuators": "actuators the scene cannot take, and joints' actuator force ranges",
     "free-joint damping": "damping and friction loss of free joints' translations that differ along the world's "
                           "and the body's axes",
-    "equalities": "equality constraints the scene cannot build (as rows: joint equalities on ball or free joints, "
-                  "tendon equalities on tendons left out, other kinds; embedded: those that close no loop jaxmb "
-                  "embeds)",
+    "equalities": "equality constraints the scene cannot build (as rows: tendon equalities on tendons left out, "
+                  "flex equalities; embedded: those that close no loop jaxmb embeds)",
     "integrator": "integrators without a jaxmb counterpart",
     "other": "anything else the dynamics model leaves out",
     "sensors": "sensors", "cameras": "cameras", "lights": "lights", "skins": "skins",
@@ -892,10 +890,7 @@ def _equality_spec(mujoco, mj, tree, m, names, tendon_names, e, label):
     if kind in (eq.mjEQ_JOINT, eq.mjEQ_TENDON):
         coef = tuple(float(c) for c in data[:5])
         if kind == eq.mjEQ_JOINT:
-            joints = [m.joint_names[j] if j >= 0 else None for j in (o1, o2)]
-            kinds = [JOINT_TYPES[mj.jnt_type[j]] for j in (o1, o2) if j >= 0]
-            if any(k not in ("hinge", "slide") for k in kinds):
-                return f"on a {'/'.join(kinds)} joint: a joint equality here couples hinges and slides"
+            joints = [m.joint_names[j] if j >= 0 else None for j in (o1, o2)]  # (MuJoCo's: hinges and slides)
             return joint_equality(label, *joints, polycoef=coef)
         missing = [mj.tendon(t).name or f"tendon{t}" for t in (o1, o2) if t >= 0 and t not in tendon_names]
         if missing:
