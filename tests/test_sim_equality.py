@@ -8,7 +8,8 @@ polynomial ``joint`` coupling of the arm's joints, a ``joint`` equality that fix
 * Trajectories follow ``mj_step`` with the file's Newton solver to 1e-9: the whole scene under Euler over 200 steps;
   the hinge linkage (four-bar and coupling, damped joints) under implicitfast and RK4 over 100 steps.
 * jaxmb's rule on both solvers holds a pendulum's connect; an inactive equality is left out of the rows (listed as
-  disabled); ``equalities="embedded"`` keeps the exact embedding; bad equalities are `ModelError`s.
+  disabled); ``equalities="embedded"`` keeps the exact embedding; a tendon equality on a tendon the scene leaves out
+  is refused by name; bad equalities are `ModelError`s.
 """
 
 import jax.numpy as jnp
