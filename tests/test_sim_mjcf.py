@@ -639,8 +639,8 @@ def test_welded_arm_maps_and_a_loop_through_a_free_joint_is_left_out():
     a ``connect`` of two sites that closes a loop through a free joint is refused, and with ``drop="equalities"``
     left out, with why."""
     with pytest.raises(ModelError, match=r"'hold' \(.*free joint.*\(drop 'equalities'\)"):
-        load_mjcf_scene(WELDS)
-    s, caught = quietly(WELDS, drop="equalities")
+        load_mjcf_scene(WELDS, equalities="embedded")
+    s, caught = quietly(WELDS, drop="equalities", equalities="embedded")
     assert s.equality_ids == (0,) and [c.kind for c in s.scene.model.constraints] == ["closure"]
     assert s.scene.model.ny == 1 + 6
     assert len(caught) == 1 and "'hold'" in caught[0] and "free joint" in caught[0]
@@ -649,7 +649,7 @@ def test_welded_arm_maps_and_a_loop_through_a_free_joint_is_left_out():
 
 @pytest.fixture(scope="module")
 def linkages():
-    return quietly(LINKAGES)[0]
+    return quietly(LINKAGES, equalities="embedded")[0]
 
 
 def test_connect_and_joint_equalities_map_to_loop_constraints(linkages):

@@ -252,7 +252,8 @@ def _read(mj, source, floating_base, gravity) -> Model:
                          f"{mj.qpos0[mj.jnt_qposadr[j]]:g}: its coordinate is q = qpos - ref")
     dropped = not_loaded(mj, names)
     if dropped:
-        message = (f"{source}: not loaded (neither the dynamics model nor the simulator scene takes them): "
+        message = (f"{source}: not loaded by the dynamics model (the simulator scene, jaxmb.sim.load_mjcf_scene, "
+                   "takes ranges of ball joints, fluid forces, fixed tendons and equality constraints): "
                    + "; ".join(dropped))
         warnings.warn(message, UserWarning, stacklevel=3)
         builder.note(message)

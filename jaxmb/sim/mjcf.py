@@ -40,8 +40,12 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   fixed tendons with nonlinear or plastic springs, nonlinear damping or actuator force ranges (``"tendons"``).
 * the initial configuration ``qpos0`` (``Scene.q0``) and the keyframes in jaxmb's coordinates (`Keyframe`;
   `MjcfScene.init_state` and `MjcfScene.init_ctrl` reset to them as ``mj_resetDataKeyframe`` does).
-* equality constraints that close a loop of one-degree-of-freedom joints, as constraints of a
-  `jaxmb.loops.LoopModel`: ``connect`` -> `jaxmb.loops.loop_closure` of kind ``"ball"`` (``"planar"`` where the
+* equality constraints (``equalities="rows"``, the default with ``impedance="mujoco"``): each active ``connect``,
+  ``weld``, ``joint`` and (on fixed tendons) ``tendon`` equality as MuJoCo's bilateral soft rows on the tree
+  (`jaxmb.sim.equality_rows`, `_equality_rows`) with its ``solref``, ``solimp`` and MuJoCo's approximate inverse
+  inertias (`equality_impedance`), through free and ball joints too; an inactive one is left out (``"disabled"``);
+  ``tendon`` equalities on tendons the scene leaves out and other kinds (``flex``) are refused. With ``equalities="embedded"`` (the default with ``impedance=None``) the equality constraints that
+  close a loop of one-degree-of-freedom joints, as constraints of a `jaxmb.loops.LoopModel`: ``connect`` -> `jaxmb.loops.loop_closure` of kind ``"ball"`` (``"planar"`` where the
   loop is planar, whose third row would vanish), ``weld`` -> ``"weld"`` (as ``connect`` where its ``torquescale`` is
   zero), ``joint`` -> `jaxmb.loops.coupling` (a linear polynomial) or `jaxmb.loops.explicit` (the polynomial). The
   reference configuration is the pose the file draws (``qpos0``). They hold exactly, where MuJoCo's are soft
@@ -76,6 +80,7 @@ from jaxmb.io.mujoco import MujocoMap, mujoco_map
 from jaxmb.loops import close_loops, coupling, explicit, loop_closure
 from jaxmb.sim.actuators import motor, on_tendon, position, velocity
 from jaxmb.sim.closed_loops import is_closed, project, spanning_tree
+from jaxmb.sim.equality_rows import connect, joint_equality, tendon_equality, weld, with_equality_impedance
 from jaxmb.sim.geometry import box, capsule, plane, sphere
 from jaxmb.sim.mjcf_fluid import mjcf_fluid
 from jaxmb.sim.mjcf_impedance import mujoco_impedance
@@ -116,7 +121,8 @@ CATEGORIES = {
     "actuators": "actuators the scene cannot take, and joints' actuator force ranges",
     "free-joint damping": "damping and friction loss of free joints' translations that differ along the world's "
                           "and the body's axes",
-    "equalities": "equality constraints that close no loop jaxmb embeds",
+    "equalities": "equality constraints the scene cannot build (as rows: tendon equalities on tendons left out, "
+                  "flex equalities; embedded: those that close no loop jaxmb embeds)",
     "integrator": "integrators without a jaxmb counterpart",
     "other": "anything else the dynamics model leaves out",
     "sensors": "sensors", "cameras": "cameras", "lights": "lights", "skins": "skins",
@@ -170,7 +176,8 @@ class MjcfScene(NamedTuple):
     mj             the compiled ``mujoco.MjModel``
     geom_ids       (ng,) the MuJoCo geom of each scene geom
     actuator_ids   (nu,) the MuJoCo actuator of each scene actuator (``ctrl = ctrl_mujoco[actuator_ids]``)
-    equality_ids   the MuJoCo equality constraint of each loop constraint of the scene's model
+    equality_ids   the MuJoCo equality constraint of each equality of ``scene.equalities`` (rows), or of each loop
+                   constraint of the scene's model (embedded)
     left_out       (`LeftOut`, ...): what the scene leaves out of the file or changes, by category: those the
                    ``drop`` option dropped and those that change no motion (`INERT`)
     solver         which solver the scene steps with (``scene.options.solver``) and why
@@ -209,7 +216,8 @@ class MjcfScene(NamedTuple):
         return self.keyframes[name]
 
 
-def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_scene_options) -> MjcfScene:
+def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", equalities=None,
+                    **make_scene_options) -> MjcfScene:
     """The simulator scene of ``source`` (module docstring): a path to an .xml (or .urdf) file, an MJCF document as
     a string, a ``mujoco.MjSpec`` or a compiled ``mujoco.MjModel``, as `jaxmb.io.mjcf.load_mjcf` takes it;
     ``assets`` ({file name: bytes}) gives MuJoCo the files of a string.
@@ -218,9 +226,11 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
     tolerance, and the solver: MuJoCo's solvers (PGS, CG, Newton) all solve one convex problem, which jaxmb's
     ``solver="newton"`` solves with the file's friction cone and, with ``impedance="mujoco"`` (the default),
     MuJoCo's soft constraints with the file's ``solref``, ``solimp``, margins and ``impratio``
-    (`jaxmb.sim.mjcf_impedance`); ``impedance=None`` keeps jaxmb's rule (``timeconst``, ``regularization``). The
-    loops of a closed-loop scene are embedded exactly, where MuJoCo's equality rows are soft. `MjcfScene.solver`
-    says which solver and why.
+    (`jaxmb.sim.mjcf_impedance`); ``impedance=None`` keeps jaxmb's rule (``timeconst``, ``regularization``).
+    ``equalities``: ``"rows"``, MuJoCo's equality constraints as its soft rows on the tree
+    (`jaxmb.sim.equality_rows`), so that the scene follows ``mj_step``; ``"embedded"``, the loops they close
+    embedded exactly (`jaxmb.loops`); None: ``"rows"`` with ``impedance="mujoco"``, else ``"embedded"``.
+    `MjcfScene.solver` says which solver and why.
     ``make_scene_options`` (`jaxmb.sim.make_scene`'s keywords) replace what is read from the model: e.g.
     ``integrator="rk4"``, ``solver="pgs"``, ``contact="compliant"``.
 
@@ -261,9 +271,16 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
         frictionloss = _per_coordinate(mj, m, mj.dof_frictionloss, "friction loss", names, damping_left,
                                        coulomb=True)
     left += [LeftOut("free-joint damping", e) for e in damping_left]
-    model, equality_ids = tree, ()
-    if not off["equality"]:
+    if equalities is None:
+        equalities = "rows" if impedance == "mujoco" else "embedded"
+    if equalities not in ("rows", "embedded"):
+        raise ModelError(f"{source_name}: equalities must be 'rows' (MuJoCo's soft rows on the tree) or 'embedded' "
+                         f"(loops closed exactly), got {equalities!r}")
+    model, equality_ids, equality_specs = tree, (), ()
+    if not off["equality"] and equalities == "embedded":
         model, equality_ids = _closed_model(mujoco, mj, tree, m, names, left)
+    elif not off["equality"]:
+        equality_specs, equality_ids = _equality_rows(mujoco, mj, tree, m, names, tendon_names, left)
     elif mj.neq:
         left.append(LeftOut("disabled", _listing("equality constraints (disabled in the model)",
                                                  [mj.equality(e).name or f"equality{e}" for e in range(mj.neq)])))
@@ -294,7 +311,8 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
                    limits=not off["limit"], integrator=integrator,
                    iterations=int(mj.opt.iterations), tolerance=float(mj.opt.tolerance), solver=solver,
                    q0=_qpos0(mujoco, mj, m, model, source_name), fluid=fluid, ball_ranges=_ball_ranges(mj, m),
-                   tendons=tendon_specs, implicit_tendons=int(mj.opt.integrator) != int(mujoco.mjtIntegrator.mjINT_EULER))
+                   tendons=tendon_specs, implicit_tendons=int(mj.opt.integrator) != int(mujoco.mjtIntegrator.mjINT_EULER),
+                   equalities=equality_specs)
     if solver == "newton":  # MuJoCo's problem: the file's friction cone
         options["cone"] = _cone(mujoco, mj)
     options.update(make_scene_options)
@@ -303,6 +321,7 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", **make_
         if impedance == "mujoco" and scene.options.solver == "newton" and scene.options.contact == "constraint":
             scene = mujoco_impedance(mj, scene, m, geom_ids)
             scene = tendon_impedance(mj, scene, tendon_ids)
+            scene = equality_impedance(mujoco, mj, scene, equality_ids)
         elif impedance not in ("mujoco", None):
             raise ModelError(f"impedance must be 'mujoco' (MuJoCo's soft constraints) or None (jaxmb's rule), got "
                              f"{impedance!r}")
@@ -816,6 +835,91 @@ def _ball_or_planar(tree, closure, q_ref):
     if np.abs(n @ K2).max() > 1e-9 * np.abs(K2).max():
         return closure
     return loop_closure(closure.a, closure.b, closure.placement_a, closure.placement_b, kind="planar", axis=n)
+
+
+def _equality_rows(mujoco, mj, tree, m, names, tendon_names, left):
+    """``(specs, MuJoCo ids)``: the `jaxmb.sim.equality_rows` spec of each active equality on the tree (module
+    docstring); the inactive ones go to ``left`` as disabled, those the rows cannot build, each with why, as
+    ``"equalities"``. An equality whose two ends are on one jaxmb body (bodies welded together) has a zero Jacobian,
+    no force in MuJoCo: it is left out."""
+    specs, ids, inactive, dropped = [], [], [], []
+    for e in range(mj.neq):
+        label = mj.equality(e).name or f"equality{e}"
+        if not mj.eq_active0[e]:
+            inactive.append(label)
+            continue
+        spec = _equality_spec(mujoco, mj, tree, m, names, tendon_names, e, label)
+        if isinstance(spec, str):
+            dropped.append(f"{label!r} ({spec})")
+        elif spec is not None:
+            specs.append(spec)
+            ids.append(e)
+    if inactive:
+        left.append(LeftOut("disabled", _listing("equality constraints inactive at the start", inactive)))
+    if dropped:
+        left.append(LeftOut("equalities", "equality constraints " + ", ".join(dropped)))
+    return tuple(specs), tuple(ids)
+
+
+def _equality_spec(mujoco, mj, tree, m, names, tendon_names, e, label):
+    """The `jaxmb.sim.equality_rows` spec of MuJoCo equality ``e``, None where it acts on nothing (both ends on one
+    body), or why the rows cannot build it (a string)."""
+    eq = mujoco.mjtEq
+    kind = int(mj.eq_type[e])
+    data = np.asarray(mj.eq_data[e], float)
+    o1, o2 = int(mj.eq_obj1id[e]), int(mj.eq_obj2id[e])
+    if kind in (eq.mjEQ_CONNECT, eq.mjEQ_WELD):
+        if int(mj.eq_objtype[e]) == mujoco.mjtObj.mjOBJ_SITE:
+            ends = [(int(mj.site_bodyid[s]), mj.site_pos[s], mj.site_quat[s]) for s in (o1, o2)]
+        elif kind == eq.mjEQ_CONNECT:  # anchor in body 1, the same point in body 2 (at qpos0)
+            ends = [(o1, data[0:3], (1.0, 0.0, 0.0, 0.0)), (o2, data[3:6], (1.0, 0.0, 0.0, 0.0))]
+        else:  # body 2's anchor data[0:3] meets body 1's point data[3:6], body 2 turned by relpose from body 1
+            ends = [(o1, data[3:6], data[6:10]), (o2, data[0:3], (1.0, 0.0, 0.0, 0.0))]
+        frames = []
+        for b, pos, quat in ends:
+            i, T = m.pose_on_body(b, pos, quat)
+            frames.append((None if i < 0 else tree.body_names[i], (np.asarray(T.R), np.asarray(T.p))))
+        (a, Pa), (b, Pb) = frames
+        if a == b:
+            return None
+        if kind == eq.mjEQ_CONNECT:
+            return connect(label, a, b, Pa[1], Pb[1])
+        return weld(label, a, b, Pa, Pb, torquescale=float(data[10]))
+    if kind in (eq.mjEQ_JOINT, eq.mjEQ_TENDON):
+        coef = tuple(float(c) for c in data[:5])
+        if kind == eq.mjEQ_JOINT:
+            joints = [m.joint_names[j] if j >= 0 else None for j in (o1, o2)]  # (MuJoCo's: hinges and slides)
+            return joint_equality(label, *joints, polycoef=coef)
+        missing = [mj.tendon(t).name or f"tendon{t}" for t in (o1, o2) if t >= 0 and t not in tendon_names]
+        if missing:
+            return f"on tendons {missing}, which the scene leaves out"
+        return tendon_equality(label, tendon_names[o1], tendon_names.get(o2), polycoef=coef)
+    return f"a {_enum_name(mujoco.mjtEq(kind))} equality"
+
+
+def equality_impedance(mujoco, mj, scene, equality_ids):
+    """``scene`` with MuJoCo's numbers of its equality rows (`jaxmb.sim.equality_rows.EqualityImpedance`): each
+    equality's ``eq_solref`` and ``eq_solimp``, and each row's ``diagApprox``: the two bodies' ``body_invweight0``
+    (translational on the position rows, rotational on a weld's rotation rows), the two joints' ``dof_invweight0``
+    or the two tendons' ``tendon_invweight0``."""
+    eqs = scene.equalities
+    if eqs is None:
+        return scene
+    ids = np.asarray(equality_ids, int)
+    weight = []
+    for e in ids:
+        kind, o1, o2 = int(mj.eq_type[e]), int(mj.eq_obj1id[e]), int(mj.eq_obj2id[e])
+        if kind in (mujoco.mjtEq.mjEQ_CONNECT, mujoco.mjtEq.mjEQ_WELD):
+            if int(mj.eq_objtype[e]) == mujoco.mjtObj.mjOBJ_SITE:
+                o1, o2 = int(mj.site_bodyid[o1]), int(mj.site_bodyid[o2])
+            tran, rot = (mj.body_invweight0[o1, k] + mj.body_invweight0[o2, k] for k in (0, 1))
+            weight += [tran] * 3 + ([rot] * 3 if kind == mujoco.mjtEq.mjEQ_WELD else [])
+        elif kind == mujoco.mjtEq.mjEQ_JOINT:
+            weight.append(sum(mj.dof_invweight0[mj.jnt_dofadr[j]] for j in (o1, o2) if j >= 0))
+        else:
+            weight.append(sum(mj.tendon_invweight0[t] for t in (o1, o2) if t >= 0))
+    return with_equality_impedance(scene, mj.eq_solref[ids].reshape(-1, 2), mj.eq_solimp[ids].reshape(-1, 5),
+                                   np.asarray(weight, float))
 
 
 # -- keyframes ----------------------------------------------------------------------------------------------------

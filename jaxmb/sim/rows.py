@@ -4,8 +4,9 @@ A step's rows come in blocks, in this order: the contacts of the constraint mode
 the directions ``edges`` of its frame ``[n, t1, t2]`` (Coulomb's cone on its normal and tangents, ``k = 3``, or
 the Newton solver's four pyramid edges ``n +- mu t_j``, ``k = 4``: `jaxmb.sim.contact_frames.pyramid`), then the
 joint rows (each limited coordinate's limit, then each Coulomb friction row: `jaxmb.sim.joint_rows`; then each
-ball joint's range, `jaxmb.sim.ball_limits`, then each tendon's limit and friction rows, `jaxmb.sim.tendons`: rows on
-several coordinates, whose ``coordinate`` is -1). Each row has
+ball joint's range, `jaxmb.sim.ball_limits`, then each tendon's limit and friction rows, `jaxmb.sim.tendons`, then the
+bilateral rows of the equality constraints, `jaxmb.sim.equality_rows`: rows on several coordinates, whose
+``coordinate`` is -1). Each row has
 its Jacobian row ``J_i`` on the (spanning) tree's velocities, its reference velocity ``v_star_i`` (the velocity the
 row asks for at the step's end), its impulse bounds, and, where the scene states MuJoCo's soft constraints, its
 weight ``D_i = 1 / R_i`` (`jaxmb.sim.impedance`).
@@ -28,6 +29,9 @@ import numpy as np
 from jaxmb.sim.ball_limits import mujoco_ball_rows, with_ball_rows
 from jaxmb.sim.collision import Contacts
 from jaxmb.sim.contact_frames import contact_jacobian, friction, pyramid
+from jaxmb.sim.equality_rows import drift as equality_drift
+from jaxmb.sim.equality_rows import mujoco_rows as equality_mujoco_rows
+from jaxmb.sim.equality_rows import with_equality_rows_after
 from jaxmb.sim.impedance import mujoco_rows
 from jaxmb.sim.joint_rows import JointRows, joint_rows, limit_distances, target_velocity
 from jaxmb.sim.tendons import mujoco_rows as tendon_mujoco_rows
@@ -69,7 +73,9 @@ def constraint_rows(scene, q, qd, dt, kin) -> Rows | None:
     dtype = qd.dtype
     joints, ball_dist = with_ball_rows(scene, q, dt, joint_rows(scene, q, dt))
     joints = with_tendon_rows_after(scene, q, dt, joints)
+    joints, eq_errors = with_equality_rows_after(scene, q, dt, kin.T, joints)
     n_tendon = 0 if scene.tendons is None else scene.tendons.rows
+    n_eq = 0 if eq_errors is None else eq_errors.shape[0]
     con = kin.contacts if scene.nc and scene.options.contact == "constraint" else None
     if con is None and not joints.J.shape[0]:
         return None
@@ -102,13 +108,18 @@ def constraint_rows(scene, q, qd, dt, kin) -> Rows | None:
         D, v_star = mujoco_rows(scene, dt, None if con is None else con.dist, J @ qd, mu if con is not None else None,
                                 elliptic, limit_dist)
         u = J @ qd
+        end = u.shape[0] - n_eq  # where the tendons' rows end and the equalities' begin
         if ball_dist is not None:  # the ball rows (`jaxmb.sim.ball_limits`), then the tendons'
             n = ball_dist.shape[0]
-            D_b, v_b = mujoco_ball_rows(scene, dt, ball_dist, u[u.shape[0] - n_tendon - n:u.shape[0] - n_tendon])
+            D_b, v_b = mujoco_ball_rows(scene, dt, ball_dist, u[end - n_tendon - n:end - n_tendon])
             D, v_star = jnp.concatenate([D, D_b]), jnp.concatenate([v_star, v_b])
-        if n_tendon:  # the tendons' rows, last (`jaxmb.sim.tendons`)
-            D_t, v_t = tendon_mujoco_rows(scene.tendons, q, dt, u[-n_tendon:])
+        if n_tendon:  # the tendons' rows (`jaxmb.sim.tendons`)
+            D_t, v_t = tendon_mujoco_rows(scene.tendons, q, dt, u[end - n_tendon:end])
             D, v_star = jnp.concatenate([D, D_t]), jnp.concatenate([v_star, v_t])
+        if n_eq:  # the equalities' rows, last (`jaxmb.sim.equality_rows`)
+            jdot_v = equality_drift(scene.equalities, scene.tree, q, qd)
+            D_e, v_e = equality_mujoco_rows(scene.equalities, dt, eq_errors, u[end:], jdot_v)
+            D, v_star = jnp.concatenate([D, D_e]), jnp.concatenate([v_star, v_e])
     return Rows(J, v_star, jnp.concatenate(lo), jnp.concatenate(hi), mu if elliptic else jnp.zeros(0, dtype), D,
                 edges, con, joints)
 

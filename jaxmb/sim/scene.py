@@ -19,6 +19,9 @@ from jaxmb.model import pytree_dataclass
 from jaxmb.sim.actuators import Actuators, JointTerms, joint_terms
 from jaxmb.sim.actuators import actuators as gather_actuators
 from jaxmb.sim.closed_loops import is_closed, spanning_tree
+from jaxmb.sim.equality_rows import Equalities
+from jaxmb.sim.equality_rows import check_scene as check_equalities
+from jaxmb.sim.equality_rows import equalities as gather_equalities
 from jaxmb.sim.fluid import Fluid
 from jaxmb.sim.geometry import Geometry, Pairs, geometry, pairs
 from jaxmb.sim.impedance import Impedance
@@ -93,7 +96,8 @@ class Scene:
     (`jaxmb.sim.impedance`), None for jaxmb's rule (``timeconst``, ``regularization``). ``fluid`` is the medium whose
     drag and lift act on the bodies (`jaxmb.sim.fluid`), None for none. ``ball_ranges`` (nbl,) is the largest
     rotation angle (radians) of each ball joint of ``options.ball_limited`` (`jaxmb.sim.ball_limits`), None for
-    none. ``tendons`` the fixed tendons (`jaxmb.sim.tendons.Tendons`), None where there are none."""
+    none. ``tendons`` the fixed tendons (`jaxmb.sim.tendons.Tendons`), None where there are none. ``equalities`` the
+    equality constraints built as rows (`jaxmb.sim.equality_rows.Equalities`), None where there are none."""
 
     model: object
     geometry: Geometry | None
@@ -107,6 +111,7 @@ class Scene:
     fluid: Fluid | None = None
     ball_ranges: jnp.ndarray | None = None
     tendons: Tendons | None = None
+    equalities: Equalities | None = None
 
     @property
     def tree(self):
@@ -128,13 +133,15 @@ class Scene:
         """Rows of the constraint impulses a `jaxmb.sim.State` keeps: three per contact slot of the constraint model
         (normal and two tangents; four pyramid edges with ``cone="pyramidal"``), one per limited coordinate, one per
         coordinate with Coulomb friction (constraint option), one per ball joint with a range, then the tendons' limit
-        and friction rows (`jaxmb.sim.tendons.tendon_rows`). With ``limit_rows`` the solver takes that many of the
-        joints' limit rows a step."""
+        and friction rows (`jaxmb.sim.tendons.tendon_rows`), then the equalities' rows
+        (`jaxmb.sim.equality_rows.Equalities.rows`). With ``limit_rows`` the solver takes that many of the joints'
+        limit rows a step."""
         per_contact = 4 if self.options.cone == "pyramidal" else 3
         contact = per_contact * self.nc if self.options.contact == "constraint" else 0
         tendon = 0 if self.tendons is None else self.tendons.rows
+        equality = 0 if self.equalities is None else self.equalities.rows
         return (contact + len(self.options.limited) + len(self.options.friction) + len(self.options.ball_limited)
-                + tendon)
+                + tendon + equality)
 
     def replace(self, **changes) -> "Scene":
         return dataclasses.replace(self, **changes)
@@ -145,7 +152,7 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
                joint_friction="constraint", limits=True, contact="constraint",
                integrator="implicit", iterations=30, tolerance=1e-10, limit_rows=None, stiffness=2e5, dissipation=2.0,
                slip_velocity=1e-3, timeconst=0.02, regularization=None, solver="pgs", cone="elliptic", q0=None,
-               fluid=None, ball_ranges=None, tendons=(), implicit_tendons=True):
+               fluid=None, ball_ranges=None, tendons=(), implicit_tendons=True, equalities=()):
     """Build and check a `Scene` (module docstring) of ``model``, a `jaxmb.Model` or a closed-loop
     `jaxmb.loops.LoopModel`, whose geometry, actuators, damping and limits sit on its spanning tree
     (`jaxmb.sim.closed_loops`).
@@ -172,7 +179,8 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     with ``limits`` by one row each (`jaxmb.sim.ball_limits`; a tree only, every limit row each step); tendons: `jaxmb.sim.tendons.fixed_tendon` specs, which actuators with ``transmission="tendon"``
     drive (`jaxmb.sim.actuators.on_tendon`); implicit_tendons: the implicit integrators take the tendons' damping and
     their servos' gains into their step as MuJoCo's ``implicitfast`` (False: explicitly, as MuJoCo's Euler;
-    `jaxmb.sim.tendons`); the rest: `ContactParams`.
+    `jaxmb.sim.tendons`); equalities: `jaxmb.sim.equality_rows` specs (`connect`, `weld`, `joint_equality`,
+    `tendon_equality`), bilateral rows on a tree; the rest: `ContactParams`.
     """
     if integrator not in INTEGRATORS:
         raise ModelError(f"unknown integrator {integrator!r}; choose one of {INTEGRATORS}")
@@ -241,9 +249,11 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     if integrator == "implicit_coriolis":
         _check_implicit_coriolis(model, contact, ten, acts)
     check_scene(ten, acts, model, options)
+    eqs = gather_equalities(tree, equalities, ten) if equalities else None
+    check_equalities(eqs, model, options)
     ball_angles = None if ball_angles is None else jnp.asarray(ball_angles, dtype)
     return Scene(model, geo, acts, joints, params, q0.astype(dtype), None, pair_table, options, fluid, ball_angles,
-                 ten)
+                 ten, eqs)
 
 
 def _check_implicit_coriolis(model, contact, ten, acts):
