@@ -72,6 +72,7 @@ SCRIPTS = {
     "partitioning": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
     "sensitivity": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
     "compile": {"tiny": ["--tiny"], "quick": [], "full": []},
+    "envs": {"tiny": ["--tiny"], "quick": ["--no-ppo"], "full": []},
 }
 
 
@@ -643,10 +644,31 @@ def _compile_table(res):
     return lines
 
 
+def _envs_table(res):
+    """Env steps per second of each environment at each batch, its compile times, and the PPO run's end."""
+    rows = res.get("throughput", [])
+    batches = sorted({r["batch"] for r in rows})
+    names = list(dict.fromkeys(r["env"] for r in rows))
+    compiles = {r["env"]: r for r in res.get("compile", [])}
+    lines = ["| env steps/s | " + " | ".join(f"batch {b}" for b in batches) + " | compile reset / batched step |",
+             "|---|" + "---|" * (len(batches) + 1)]
+    for name in names:
+        rate = {r["batch"]: r["env_steps_per_s"] for r in rows if r["env"] == name}
+        c = compiles.get(name)
+        compiled = f"{c['reset_s']:.1f} / {c['step_s']:.1f} s (batch {c['batch']})" if c else "-"
+        lines.append(f"| {name} | " + " | ".join(_rate(rate[b]) if b in rate else "-" for b in batches)
+                     + f" | {compiled} |")
+    ppo = res.get("ppo")
+    if ppo:
+        lines += ["", f"PPO (brax) on cartpole balance: evaluation reward {ppo['rewards'][-1]:.0f} after "
+                      f"{ppo['steps'][-1]:.2e} env steps, {ppo['seconds']:.0f} s including compiles."]
+    return lines
+
+
 SCRIPT_TABLES = {"compile": _compile_table, "dynamics": _dynamics_grid, "fused": _fused_table, "loops": _loops_table, "chains": _chains_table,
                  "mjx": _peer_table("mjx", "MJX"), "jaxsim": _peer_table("jaxsim", "jaxsim"),
                  "sim": _sim_table, "models": _models_table, "hamiltonian": _hamiltonian_table,
-                 "partitioning": _partitioning_table, "sensitivity": _sensitivity_table}
+                 "partitioning": _partitioning_table, "sensitivity": _sensitivity_table, "envs": _envs_table}
 
 
 def script_table(stem, res):
