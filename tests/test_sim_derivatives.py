@@ -57,7 +57,7 @@ def test_compliant_contact_gradients_are_exact(integrator):
     assert np.all(np.abs(grad - fd) <= 1e-7 * np.abs(fd).max()), (grad, fd)
 
 
-@pytest.mark.parametrize("integrator", ["euler", "implicitfast"])
+@pytest.mark.parametrize("integrator", ["euler", "implicitfast", "implicit_coriolis"])
 def test_newton_constraint_contact_gradients_are_exact(integrator):
     """Constraint contact by the Newton solver on Coulomb's elliptic cone, its tolerance at round-off."""
     scene = box_scene(solver="newton", integrator=integrator, iterations=50, tolerance=1e-14)
