@@ -5,6 +5,10 @@
 * `jaxmb.sysid.physical`: the pseudo-inertia, the log-Cholesky parameters, the physical test and the nearest
   physical body.
 * `jaxmb.sysid.base`: the base parameters, by QR with column pivoting.
+* `jaxmb.sysid.fit`: weighted least squares with covariance and confidence intervals; the fit whose bodies are
+  all physical (log-Cholesky, Levenberg-Marquardt from an interior point).
+* `jaxmb.sysid.excitation`: Fourier-series excitation trajectories optimized for the regressor's condition.
+* `jaxmb.sysid.levenberg_marquardt`: damped Gauss-Newton on the exact Jacobian.
 """
 
 from jaxmb.sysid.regressor import (
@@ -26,3 +30,6 @@ from jaxmb.sysid.physical import (
     pseudo_inertia,
 )
 from jaxmb.sysid.base import RANK_TOL, BaseParameters, base_parameters, stacked_regressor
+from jaxmb.sysid import excitation
+from jaxmb.sysid.fit import LinearFit, PhysicalFit, joint_weights, least_squares, physical_fit
+from jaxmb.sysid.levenberg_marquardt import LMResult, levenberg_marquardt
