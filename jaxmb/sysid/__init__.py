@@ -9,6 +9,7 @@
   all physical (log-Cholesky, Levenberg-Marquardt from an interior point).
 * `jaxmb.sysid.excitation`: Fourier-series excitation trajectories optimized for the regressor's condition.
 * `jaxmb.sysid.levenberg_marquardt`: damped Gauss-Newton on the exact Jacobian.
+* `jaxmb.sysid.trajectory`: any scene leaves fitted through `jaxmb.sim` rollouts, single and multiple shooting.
 """
 
 from jaxmb.sysid.regressor import (
@@ -33,3 +34,4 @@ from jaxmb.sysid.base import RANK_TOL, BaseParameters, base_parameters, stacked_
 from jaxmb.sysid import excitation
 from jaxmb.sysid.fit import LinearFit, PhysicalFit, joint_weights, least_squares, physical_fit
 from jaxmb.sysid.levenberg_marquardt import LMResult, levenberg_marquardt
+from jaxmb.sysid.trajectory import TrajectoryFit, fit_multiple_shooting, fit_single_shooting, simulate

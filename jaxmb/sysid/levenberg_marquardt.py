@@ -26,8 +26,10 @@ class LMResult(NamedTuple):
     jacobian: jnp.ndarray
 
 
-def levenberg_marquardt(residual, x0, max_iterations=50, damping=1e-3, rtol=1e-12, xtol=1e-10) -> LMResult:
-    """Minimize ``1/2 |residual(x)|^2`` from ``x0`` (p,); ``residual`` maps (p,) to (n,) and is differentiable."""
+def levenberg_marquardt(residual, x0, max_iterations=50, damping=1e-3, rtol=1e-10, xtol=1e-10) -> LMResult:
+    """Minimize ``1/2 |residual(x)|^2`` from ``x0`` (p,); ``residual`` maps (p,) to (n,) and is differentiable.
+    It stops when a step changes the cost by at most ``rtol`` of it, or ``x`` by at most ``xtol`` of its norm (a
+    step refused that small: no descent is left at round-off), or after ``max_iterations``."""
     jac = jax.jacfwd(residual)
 
     def cost_of(r):
@@ -51,7 +53,7 @@ def levenberg_marquardt(residual, x0, max_iterations=50, damping=1e-3, rtol=1e-1
         small = (jnp.abs(c - c_new) <= rtol * c) | (jnp.linalg.norm(dx) <= xtol * (jnp.linalg.norm(x) + xtol))
         lam = jnp.where(better, lam * jnp.maximum(1 / 3, 1 - (2 * gain - 1) ** 3), lam * 2)
         keep = lambda a, b: jnp.where(better, a, b)
-        return (keep(x_new, x), keep(r_new, r), keep(J_new, J), lam, k + 1, better & small)
+        return (keep(x_new, x), keep(r_new, r), keep(J_new, J), lam, k + 1, small)
 
     def running(state):
         return (state[4] < max_iterations) & ~state[5]
