@@ -9,9 +9,13 @@ with ``c`` the centre of mass in the body frame and ``I = I_C - m c~ c~`` the ro
 frame's origin (the parallel-axis theorem (2.11)). The regressor is computed by the recursions of Newton-Euler,
 not by differentiating inverse dynamics: a `down` sweep gives each body's velocity ``V(k)`` and acceleration
 ``alpha(k)`` (gravity as the world's acceleration, (5.39)), in which the body force ``M(k) alpha(k) + b(k)`` is
-linear, ``f(k) = Y_k pi_k`` with the 6x10 `body_regressor` ``Y_k``; an `up` sweep then carries each body's block
-inward, ``F(k) = sum_children phi(k, j) F(j) + [0 .. Y_k .. 0]``, and projects it on the joint,
-``Y(k rows) = H(k) F(k)`` (5.42).
+linear, ``f(k) = Y_k pi_k`` with the 6x10 `body_regressor` ``Y_k``; the joint forces (5.42) project the sum of
+the blocks of each joint's subtree on its hinge, ``Y(i rows, j block) = H(i) phi(i, j) Y_j`` for every body j
+that joint i carries, computed in world coordinates, where the sum needs no congruence: one product of the
+coordinates' world hinge axes (nv, 6) with the blocks moved to the world (6, 10 nb), masked to the carried
+bodies. (Carrying the blocks inward by an `up` sweep, ``F(k) = sum_children phi(k, j) F(j) + Y_k``, keeps
+10 nb columns per body: O(nb^2) per state in memory, a 50-dof humanoid's state as large as its program's
+cache.)
 
 Joint-space terms have columns of their own, one per velocity coordinate (`joint_columns`): the armature
 (``armature * qdd``, `jaxmb.Model.armature`), viscous friction (``f_v * qd``) and Coulomb friction (``f_c *
@@ -26,12 +30,13 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxmb.hinges import base_acceleration, hinge_map, joint_poses
-from jaxmb.kinematics import body_velocities, forward_kinematics
+from jaxmb.kinematics import body_velocities, forward_kinematics, world_hinges
 from jaxmb.model import Model, check_shapes
 from jaxmb.spatial import cross3, cross_motion, mv, phi, phi_star, skew
-from jaxmb.sweeps import down, up
+from jaxmb.sweeps import down
 
 N_BODY = 10
 """Standard inertial parameters per body."""
@@ -76,9 +81,14 @@ def _motion_step(parent, X_k, H_k, qd_k, qdd_k):
     return BodyKinematics(V, alpha), ()
 
 
-def _project_step(F_children, X_k, F_k, H_k):
-    F = F_children + F_k  # F(k) = sum_children phi(k, j) F(j) + [0 .. Y_k .. 0]
-    return phi(X_k, F), (), H_k @ F.T  # rows of k: H(k) F(k) (nv_k, 10 nb); F is stored as (10 nb, 6)
+def _carried_columns(topo):
+    """Static (nv, 10 nb) mask: True where coordinate i's joint carries the body of column block j (the
+    coordinate's body is j's body or an ancestor of it)."""
+    carried = np.eye(topo.nb, dtype=bool)  # carried[k, j]: body k is body j or one of its ancestors
+    for j in range(topo.nb):  # breadth-first order: a parent's column is complete before its children's
+        if topo.parent[j] >= 0:
+            carried[:, j] |= carried[:, topo.parent[j]]
+    return np.repeat(carried[topo.dof_body], N_BODY, axis=1)
 
 
 def regressor(model: Model, q, qd, qdd):
@@ -93,11 +103,13 @@ def regressor(model: Model, q, qd, qdd):
     root = BodyKinematics(jnp.zeros(6, dtype), base_acceleration(model))
     motion, _ = down(topo, _motion_step, root, X, dofs=(H, qd, qdd))
     Y_body = jax.vmap(body_regressor)(motion.V, motion.alpha)  # (nb, 6, 10)
-    # each body's block in its own columns: F_k (10 nb, 6), the transpose so that phi acts on the last axis
-    own = jnp.eye(model.nb, dtype=dtype)[:, :, None, None] * jnp.swapaxes(Y_body, 1, 2)[:, None]
-    own = own.reshape(model.nb, N_BODY * model.nb, 6)
-    _, rows = up(topo, _project_step, jnp.zeros((N_BODY * model.nb, 6), dtype), X, own, dofs=(H,))
-    return rows
+    # The inward projection in world coordinates, where the sum over a subtree needs no congruence (9.16): each
+    # block moved to the world, F_j = phi(world, j) Y_j, and projected on the world hinge axis of every
+    # coordinate whose joint carries body j.
+    T = forward_kinematics(model, q)
+    F = jax.vmap(phi)(T, jnp.swapaxes(Y_body, 1, 2))  # (nb, 10, 6)
+    rows = world_hinges(model, T) @ F.reshape(-1, 6).T  # (nv, 10 nb)
+    return jnp.where(_carried_columns(topo), rows, jnp.zeros((), dtype))
 
 
 def joint_columns(qd, qdd, coulomb_smoothing=0.0):
