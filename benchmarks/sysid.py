@@ -2,7 +2,7 @@
 
     python benchmarks/sysid.py            # batch 4096; 60 s of Panda data at 200 Hz; 300 excitation steps
     python benchmarks/sysid.py --quick    # batch 1024; 20 s of data; 100 excitation steps
-    python benchmarks/sysid.py --tiny     # batch 4; 2 s of data; 2 steps (proves the script runs)
+    python benchmarks/sysid.py --tiny     # batch 4; 2 s of data; 2 steps; single shooting only (proves it runs)
 
 1. Throughput (states per second) of `jaxmb.sysid.regressor` on panda and talos (free base), ``jit(vmap)`` over a
    batch, float64, one device, against Pinocchio's ``computeJointTorqueRegressor`` in a Python loop over the same
@@ -111,7 +111,7 @@ def panda_identification(duration, steps):
     return out
 
 
-def box_fit(steps):
+def box_fit(steps, multiple=True):
     half, dt, true = (0.1, 0.08, 0.05), 2e-3, np.array([0.5, 1.3])
     b = jaxmb.ModelBuilder("box")
     b.add_body("body", None, joints.free(), mass=1.0, inertia=np.diag([0.003, 0.004, 0.005]))
@@ -129,10 +129,12 @@ def box_fit(steps):
     exact = jax.jit(sysid.simulate, static_argnums=(3,))(set_parameters(scene, jnp.log(true)), start, dt, steps, qfrcs)
     measured = exact + 1e-5 * jax.random.normal(jax.random.PRNGKey(0), exact.shape)
     rows = []
-    for method, fn in (("single", lambda th: sysid.fit_single_shooting(set_parameters, th, scene, start, measured, dt,
-                                                                          qfrcs=qfrcs)),
-                       ("multiple_3", lambda th: sysid.fit_multiple_shooting(set_parameters, th, scene, start,
-                                                                             measured, dt, 3, qfrcs=qfrcs))):
+    methods = [("single", lambda th: sysid.fit_single_shooting(set_parameters, th, scene, start, measured, dt,
+                                                                qfrcs=qfrcs))]
+    if multiple:
+        methods.append(("multiple_3", lambda th: sysid.fit_multiple_shooting(set_parameters, th, scene, start,
+                                                                             measured, dt, 3, qfrcs=qfrcs)))
+    for method, fn in methods:
         f = jax.jit(fn)
         theta0 = jnp.log(jnp.array([0.3, 1.0]))
         seconds, compiled = compile_time(f, theta0)
@@ -153,7 +155,8 @@ def main():
     batch, duration, steps, box_steps = (4, 2.0, 2, 30) if a.tiny else (1024, 20.0, 100, 120) if a.quick else \
         (4096, 60.0, 300, 300)
     payload = dict(machine=machine(), regressor=regressor_rows(batch),
-                   panda_identification=panda_identification(duration, steps), box_fit=box_fit(box_steps),
+                   panda_identification=panda_identification(duration, steps),
+                   box_fit=box_fit(box_steps, multiple=not a.tiny),
                    mujoco_sysid="not measured: mujoco.sysid is not part of the installed MuJoCo")
     print(save("sysid", payload))
 

@@ -62,7 +62,8 @@ def objective(series: Fourier, omega, regressor, n_samples, q_lower, q_upper, qd
     W = jax.vmap(regressor)(q, qd, qdd)
     W = W.reshape(-1, W.shape[-1])
     W = W / jnp.linalg.norm(W, axis=0)  # the condition of the scaled regressor: parameters have different units
-    out = jnp.maximum(q - q_upper, 0) ** 2 + jnp.maximum(q_lower - q, 0) ** 2 + jnp.maximum(jnp.abs(qd) - qd_max, 0) ** 2
+    out = (jnp.maximum(q - q_upper, 0) ** 2 + jnp.maximum(q_lower - q, 0) ** 2
+           + jnp.maximum(jnp.abs(qd) - qd_max, 0) ** 2)
     return log_condition(W) + penalty * jnp.sum(out)
 
 

@@ -96,8 +96,7 @@ def physical_fit(W, y, pi_prior, nb, weights=None, prior_weight=1e-6, margin=1e-
     normal equations are formed once, ``A = W* Om W``, ``b = W* Om y``, so that each iteration costs ``p x p``
     work: with ``A + diag(mu) = L L*``, the residual is ``L* pi - L^-1 (b + mu pi_prior)`` (p,).
     """
-    n, p = W.shape
-    sw = jnp.ones(n, W.dtype) if weights is None else jnp.sqrt(weights)
+    sw = jnp.ones(W.shape[0], W.dtype) if weights is None else jnp.sqrt(weights)
     A_w = W * sw[:, None]
     A, b = A_w.T @ A_w, A_w.T @ (y * sw)
     d = jnp.diag(A)
@@ -107,9 +106,8 @@ def physical_fit(W, y, pi_prior, nb, weights=None, prior_weight=1e-6, margin=1e-
     y2 = jnp.sum((y * sw) ** 2)
 
     bodies = N_BODY * nb
-    start = _interior_point(A + jnp.diag(mu), b + mu * pi_prior,
-                            jnp.concatenate([nearest_physical(pi_prior[:bodies].reshape(nb, N_BODY), margin).reshape(-1),
-                                             pi_prior[bodies:]]), nb)
+    bodies_prior = nearest_physical(pi_prior[:bodies].reshape(nb, N_BODY), margin).reshape(-1)
+    start = _interior_point(A + jnp.diag(mu), b + mu * pi_prior, jnp.concatenate([bodies_prior, pi_prior[bodies:]]), nb)
 
     def standard(x):
         return jnp.concatenate([from_log_cholesky(x[:bodies].reshape(nb, N_BODY)).reshape(-1), x[bodies:]])
