@@ -73,6 +73,7 @@ SCRIPTS = {
     "sensitivity": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
     "compile": {"tiny": ["--tiny"], "quick": [], "full": []},
     "envs": {"tiny": ["--tiny"], "quick": ["--no-ppo"], "full": []},
+    "sysid": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
 }
 
 

@@ -14,7 +14,7 @@ from jaxmb.batching.compile import use_cpu_options
 
 use_cpu_options()  # with JAXMB_XLA_FLAGS=1: before JAX starts its CPU backend, if it has not yet
 
-from jaxmb import assets, joints, operators, partitioning, reroot, robots, spatial  # noqa: E402
+from jaxmb import assets, joints, operators, partitioning, reroot, robots, spatial, sysid  # noqa: E402
 from jaxmb.batching import chunked_vmap, jit, sharded_vmap, split_batch, use_cpu_cores
 from jaxmb.configuration import configuration_rate, integrate, neutral_configuration, random_configuration
 from jaxmb.dynamics.articulated import (
