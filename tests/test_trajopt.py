@@ -34,15 +34,23 @@ def central_columns(f, model, x, u, eps=EPS):
 
 
 @pytest.fixture(scope="module")
-def quadruped():
-    model = jaxmb.load_urdf(jaxmb.assets.path("quadruped.urdf"), floating_base=True)
+def floating():
+    """A floating base with a spherical and a revolute limb: free, spherical and screw joints, random state."""
+    b = ModelBuilder("floating", gravity=(0.0, 0.0, -9.81))
+    b.add_body("base", None, joints.free(), joint_name="root", mass=3.0, com=(0.05, -0.02, 0.01),
+               inertia=np.diag([0.1, 0.2, 0.15]))
+    b.add_body("ball", "base", joints.spherical(), joint_name="hip", mass=0.5, com=(0.0, 0.1, -0.1),
+               inertia=np.diag([0.01, 0.02, 0.015]), placement=(np.eye(3), (0.2, 0.1, 0.0)))
+    b.add_body("shin", "ball", joints.revolute((0.0, 1.0, 0.0)), joint_name="knee", mass=0.3, com=(0.0, 0.0, -0.1),
+               inertia=np.diag([0.01, 0.01, 2e-3]), placement=(np.eye(3), (0.0, 0.1, -0.2)))
+    model = b.build()
     q = jaxmb.random_configuration(model, jax.random.PRNGKey(0))
     v = jax.random.normal(jax.random.PRNGKey(1), (model.nv,))
     return model, jnp.concatenate([q, v])
 
 
-def test_step_jacobians_match_central_differences_on_a_free_base(quadruped):
-    model, x = quadruped
+def test_step_jacobians_match_central_differences_on_free_and_spherical_joints(floating):
+    model, x = floating
     problem = trajopt.shooting_problem(model, x, 0.01, 1, [], [])
     u = jax.random.normal(jax.random.PRNGKey(2), (model.nv,))
     d, x_next, (Fx, Fu) = fast_jit(lambda p, x, u: (
@@ -53,8 +61,8 @@ def test_step_jacobians_match_central_differences_on_a_free_base(quadruped):
     assert_close(d.Fu, Fu, 1e-7)
 
 
-def test_cost_gradients_match_central_differences(quadruped):
-    model, x = quadruped
+def test_cost_gradients_match_central_differences(floating):
+    model, x = floating
     nu = model.nv
     frame = model.frame_names[-1]
     target = Transform(jnp.asarray(jaxmb.rotation.axis_angle_to_matrix(jnp.array([0.0, 0.6, 0.8]), 0.4)),

@@ -24,6 +24,7 @@ from jaxmb.trajopt.costs import (
     frame_velocity_cost,
     state_regularization,
 )
+from jaxmb.trajopt.implicit import optimal_cost, optimum
 from jaxmb.trajopt.problem import (
     Linearization,
     Problem,

@@ -32,9 +32,10 @@ def peer_spec(targets, method="fddp", u_lower=None, u_upper=None):
             "state_activation": list(STATE_ACTIVATION)}
 
 
-def panda_reach(target=TARGET, u_lower=None, u_upper=None, model=None):
+def panda_reach(target=TARGET, u_lower=None, u_upper=None, model=None, horizon=HORIZON):
     """``(problem, xs, us)``: the reach toward ``target`` (3,) and its initial guess; ``u_lower``/``u_upper``
-    (7,) torque bounds (N m) for box-FDDP; ``model`` the Panda's `jaxmb.Model` (loaded where None)."""
+    (7,) torque bounds (N m) for box-FDDP; ``model`` the Panda's `jaxmb.Model` (loaded where None); ``horizon``
+    the knots."""
     model = panda_model()[0] if model is None else model
     q0 = jnp.asarray(Q_HOME)
     x0 = jnp.concatenate([q0, jnp.zeros(7)])
@@ -42,6 +43,6 @@ def panda_reach(target=TARGET, u_lower=None, u_upper=None, model=None):
                control_regularization(7, weight=CONTROL)]
     terminal = [frame_translation(model, TOOL, target, GOAL_TERMINAL),
                 state_regularization(model, x0, STATE_TERMINAL, STATE_ACTIVATION)]
-    problem = shooting_problem(model, x0, DT, HORIZON, running, terminal, u_lower, u_upper)
-    us = jnp.broadcast_to(gravity_forces(model, q0), (HORIZON, 7))
-    return problem, jnp.broadcast_to(x0, (HORIZON + 1, 14)), us
+    problem = shooting_problem(model, x0, DT, horizon, running, terminal, u_lower, u_upper)
+    us = jnp.broadcast_to(gravity_forces(model, q0), (horizon, 7))
+    return problem, jnp.broadcast_to(x0, (horizon + 1, 14)), us

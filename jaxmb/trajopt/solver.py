@@ -143,7 +143,7 @@ def _solve(problem, xs, us, is_feasible, options, method):
 
     def iteration(c):
         lin = jax.lax.cond(c.recalc, lambda: linearize(problem, c.xs, c.us), lambda: c.lin)
-        c = c._replace(lin=lin)
+        c = c._replace(lin=lin, cost=jnp.where(c.recalc, lin.cost, c.cost))
         mu, bp, give_up = regularized_backward(c)
         infeasible = ~c.is_feasible
         fs = lin.fs
@@ -204,11 +204,12 @@ def _solve(problem, xs, us, is_feasible, options, method):
     def cond(c):
         return (c.iteration < o.max_iterations) & ~c.converged & ~c.failed
 
-    lin0 = linearize(problem, xs, us)
+    # the first iteration linearizes (recalc): the loop body is the only place the derivatives are traced
+    lin0 = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(linearize, problem, xs, us))
     nu, ndx = us.shape[1], lin0.Lx_T.shape[0]
     mu0 = o.reg_min if o.reg_init is None else o.reg_init
     init = _Carry(xs, us, lin0, lin0.cost, jnp.asarray(mu0, dtype), jnp.asarray(is_feasible), jnp.zeros((), bool),
-                  jnp.zeros((), bool), jnp.zeros((), jnp.int32), jnp.asarray(jnp.inf, dtype), jnp.zeros((), bool),
+                  jnp.ones((), bool), jnp.zeros((), jnp.int32), jnp.asarray(jnp.inf, dtype), jnp.zeros((), bool),
                   jnp.zeros((), bool), jnp.zeros((problem.horizon, nu), dtype),
                   jnp.zeros((problem.horizon, nu, ndx), dtype))
     c = jax.lax.while_loop(cond, iteration, init)
