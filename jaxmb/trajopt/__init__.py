@@ -1,5 +1,6 @@
 """Trajectory optimization on jaxmb's analytic derivatives: shooting problems (`problem`, `costs`, `state`), DDP,
-FDDP and box-FDDP as Crocoddyl's (`solver`, `riccati`, `boxqp`).
+FDDP and box-FDDP as Crocoddyl's (`solver`, `riccati`, `boxqp`), implicit derivatives of the optimum (`implicit`),
+model-predictive control on `jaxmb.sim` (`mpc`), the Panda reach of the tests and benchmark (`reach`).
 
 >>> from jaxmb import trajopt
 >>> problem = trajopt.shooting_problem(model, x0, dt, N, running=[...], terminal=[...])
@@ -22,9 +23,11 @@ from jaxmb.trajopt.costs import (
     frame_placement,
     frame_translation,
     frame_velocity_cost,
+    retarget,
     state_regularization,
 )
 from jaxmb.trajopt.implicit import optimal_cost, optimum
+from jaxmb.trajopt.mpc import MpcTrace, receding_horizon
 from jaxmb.trajopt.problem import (
     Linearization,
     Problem,

@@ -10,7 +10,7 @@ The derivatives are Gauss-Newton's, as Crocoddyl takes them: with ``R = dr/d(dx,
 second derivatives left out. ``R`` is the exact Jacobian, a forward-mode derivative along the tangent directions.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import jax
 import jax.numpy as jnp
@@ -205,3 +205,10 @@ def cost_derivatives(costs, model, x, u):
         lx, lu = lx + Rx.T @ Ar, lu + Ru.T @ Ar
         lxx, luu, lxu = lxx + Rx.T @ (A[:, None] * Rx), luu + Ru.T @ (A[:, None] * Ru), lxu + Rx.T @ (A[:, None] * Ru)
     return l, lx, lu, lxx, luu, lxu
+
+
+def retarget(costs, target):
+    """``costs`` (a tuple) with the target of every `FrameTranslation` replaced by ``target`` (3,) (a moving
+    target of MPC; a batch of targets under ``jax.vmap``)."""
+    return tuple(replace(c, target=jnp.asarray(target, c.target.dtype)) if isinstance(c, FrameTranslation) else c
+                 for c in costs)
