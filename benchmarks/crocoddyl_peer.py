@@ -3,8 +3,8 @@ Crocoddyl 3.2 and Pinocchio 4.0 (docs/trajopt.md, "Against Crocoddyl"), with a J
 solutions go to stdout as JSON.
 
 Problem (every key but ``targets`` optional):
-    robot "panda" (example-robot-data's, fingers locked at 0: seven joints) or "talos" (talos_full_v2 on a free
-    flyer, its joints actuated); frame; horizon N; dt; q0 (Pinocchio's order; the robot's reference pose by
+    robot "panda" (example-robot-data's, fingers locked at 0: seven joints) or "talos" (example-robot-data's
+    reduced Talos on a free flyer, its joints actuated, from its neutral configuration); frame; horizon N; dt; q0 (Pinocchio's order; the robot's reference pose by
     default); targets [[x, y, z], ...]; method "fddp" or "box_fddp"; u_lower / u_upper (nu,) or null (the
     URDF's effort limits); maxiter; repeats (solves per target, for timing); weights {"goal", "goal_terminal",
     "state", "state_terminal", "control"} and state_activation (2 nv,).
@@ -59,8 +59,8 @@ def robot_model(name):
         model = pin.buildReducedModel(robot.model, locked, pin.neutral(robot.model))
         return model, np.array([0.0, -np.pi / 4, 0.0, -3 * np.pi / 4, 0.0, np.pi / 2, np.pi / 4])
     if name == "talos":
-        robot = example_robot_data.load("talos_full_v2")
-        return robot.model, robot.model.referenceConfigurations["half_sitting"].copy()
+        robot = example_robot_data.load("talos")
+        return robot.model, pin.neutral(robot.model)
     raise SystemExit(f"crocoddyl_peer: unknown robot {name!r}")
 
 

@@ -71,6 +71,7 @@ SCRIPTS = {
     "partitioning": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
     "sensitivity": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
     "compile": {"tiny": ["--tiny"], "quick": [], "full": []},
+    "trajopt": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
 }
 
 
