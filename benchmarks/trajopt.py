@@ -21,7 +21,6 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from common import compile_time, machine, save
 
 import jaxmb

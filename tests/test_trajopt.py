@@ -176,7 +176,7 @@ def test_fddp_closes_the_gaps_of_an_infeasible_warm_start(swing_up):
 
 
 def test_box_fddp_swings_the_pendulum_up_within_its_torque_limit(swing_up):
-    problem, _, (box, free) = swing_up
+    _, _, (box, free) = swing_up
     assert float(jnp.max(jnp.abs(free.us))) > 2.5  # unconstrained, the optimum exceeds the limit
     assert float(jnp.max(jnp.abs(box.us))) <= 2.0
     assert float(jnp.max(jnp.abs(box.us))) > 2.0 - 1e-9  # the bound is active

@@ -3,11 +3,10 @@ the simulator's state with the shifted warm start, and the two-link arm's tip fo
 
 import jax.numpy as jnp
 from checks import assert_close, fast_jit
+from test_trajopt_implicit import MODEL, X0, problem_at
 
 from jaxmb import sim, trajopt
 from jaxmb.kinematics import frame_poses
-
-from test_trajopt_implicit import MODEL, X0, problem_at
 
 STEPS = 12
 

@@ -188,7 +188,6 @@ def cost_derivatives(costs, model, x, u):
     the control terms are empty (shape 0)."""
     ndx = 2 * model.nv
     nu = 0 if u is None else u.shape[0]
-    uu = jnp.zeros(0, x.dtype) if u is None else u
     l, lx, lu = jnp.zeros((), x.dtype), jnp.zeros(ndx, x.dtype), jnp.zeros(nu, x.dtype)
     lxx, luu, lxu = jnp.zeros((ndx, ndx), x.dtype), jnp.zeros((nu, nu), x.dtype), jnp.zeros((ndx, nu), x.dtype)
     for c in costs:

@@ -21,7 +21,14 @@ import jax
 import jax.numpy as jnp
 
 from jaxmb.errors import ModelError
-from jaxmb.trajopt.problem import Linearization, knot_cost, linearize, step, terminal_cost, total_cost
+from jaxmb.trajopt.problem import (
+    Linearization,
+    knot_cost,
+    linearize,
+    step,
+    terminal_cost,
+    total_cost,
+)
 from jaxmb.trajopt.riccati import backward_pass
 from jaxmb.trajopt.solver import Options, initial_guess, solve
 

@@ -11,7 +11,11 @@ import jax.numpy as jnp
 
 from jaxmb.dynamics.inverse import gravity_forces
 from jaxmb.envs.panda_reach import Q_HOME, TOOL, panda_model
-from jaxmb.trajopt.costs import control_regularization, frame_translation, state_regularization
+from jaxmb.trajopt.costs import (
+    control_regularization,
+    frame_translation,
+    state_regularization,
+)
 from jaxmb.trajopt.problem import shooting_problem
 
 HORIZON, DT = 100, 0.01

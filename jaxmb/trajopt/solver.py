@@ -129,7 +129,7 @@ def _solve(problem, xs, us, is_feasible, options, method):
     def regularized_backward(c):
         """Crocoddyl's retry: raise mu after a failed pass; give up once it reaches reg_max."""
         def cond(s):
-            mu, bp, give_up, tries = s
+            _, bp, give_up, _ = s
             return bp.failed & ~give_up
 
         def body(s):
@@ -179,7 +179,7 @@ def _solve(problem, xs, us, is_feasible, options, method):
             return (j < len(ALPHAS)) & ~accepted
 
         def search_body(s):
-            j, _, alpha, d1, d2, xs_a, us_a, cost_a = s
+            j, _, _, d1, d2, xs_a, us_a, cost_a = s
             accept, finite, xs_try, us_try, cost_try, e1, e2 = try_alpha(j)
             d1, d2 = jnp.where(finite, e1, d1), jnp.where(finite, e2, d2)  # a failed rollout leaves d as it was
             return (j + 1, accept, alphas[j], d1, d2, jnp.where(accept, xs_try, xs_a), jnp.where(accept, us_try, us_a),
