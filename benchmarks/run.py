@@ -74,6 +74,7 @@ SCRIPTS = {
     "compile": {"tiny": ["--tiny"], "quick": [], "full": []},
     "envs": {"tiny": ["--tiny"], "quick": ["--no-ppo"], "full": []},
     "sysid": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
+    "trajopt": {"tiny": ["--tiny"], "quick": ["--quick"], "full": []},
 }
 
 

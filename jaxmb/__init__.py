@@ -105,5 +105,6 @@ from jaxmb.kinematics import (
 )
 from jaxmb.model import Model, ModelBuilder
 from jaxmb.spatial import Transform
+from jaxmb import trajopt  # noqa: E402
 
 __version__ = "0.1.0"
