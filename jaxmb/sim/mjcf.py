@@ -85,6 +85,7 @@ from jaxmb.sim.geometry import box, capsule, plane, sphere
 from jaxmb.sim.mjcf_fluid import mjcf_fluid
 from jaxmb.sim.mjcf_impedance import mujoco_impedance
 from jaxmb.sim.scene import Scene, make_scene
+from jaxmb.sim.spatial_tendons import spatial_tendon
 from jaxmb.sim.tendons import FixedTendon, TendonImpedance
 from jaxmb.sim.stepping import init_state
 
@@ -106,7 +107,7 @@ CATEGORIES = {
     "armature": "armature of actuators that drive no single hinge or slide",
     "tendons": "fixed tendons with parts the scene cannot build (nonlinear springs or damping, actuator force "
                "ranges, plastic springs)",
-    "spatial tendons": "spatial tendons (paths through sites, wrapping)",
+    "spatial tendons": "spatial tendons with pulleys or wrapping around geoms (paths through sites only are built)",
     "flexes": "flexes",
     "plugins": "plugins",
     "height fields": "geoms on height fields that collide",
@@ -255,7 +256,7 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", equalit
             if not e.startswith(("equality constraints", "fluid forces", "ranges of ball joints", "tendons"))]
     fluid, fluid_left = mjcf_fluid(mj, tree, m, names)
     left += [LeftOut("fluid", e) for e in fluid_left]
-    tendon_specs, tendon_ids = _tendons(mujoco, mj, m, off, left)
+    tendon_specs, tendon_ids = _tendons(mujoco, mj, tree, m, off, left)
     tendon_names = {t: spec.name for t, spec in zip(tendon_ids, tendon_specs)}
 
     geoms, geom_ids, geom_names = _geoms(mj, tree, m, left)
@@ -637,7 +638,7 @@ def _actuator(mujoco, mj, names, a, label, off, tendon_names):
 # -- tendons ------------------------------------------------------------------------------------------------------
 
 
-def _tendons(mujoco, mj, m, off, left):
+def _tendons(mujoco, mj, tree, m, off, left):
     """``(specs, MuJoCo ids)``: the `jaxmb.sim.tendons.FixedTendon` of each fixed tendon (its joints' coefficients
     ``wrap_prm``, its length at jaxmb's zero from ``qpos0``, ``tendon_range`` where limited, ``tendon_stiffness``
     about ``tendon_lengthspring``, ``tendon_damping``, ``tendon_frictionloss``, each unless the file disables it,
@@ -649,15 +650,33 @@ def _tendons(mujoco, mj, m, off, left):
         label = unique(mj.tendon(t).name or f"tendon{t}", taken)
         adr, num = int(mj.tendon_adr[t]), int(mj.tendon_num[t])
         wraps = range(adr, adr + num)
-        if any(int(mj.wrap_type[w]) != int(mujoco.mjtWrap.mjWRAP_JOINT) for w in wraps):
+        kinds = {int(mj.wrap_type[w]) for w in wraps}
+        through_sites = kinds == {int(mujoco.mjtWrap.mjWRAP_SITE)}
+        if kinds != {int(mujoco.mjtWrap.mjWRAP_JOINT)} and not through_sites:
             spatial.append(label)
             continue
         parts = [what for what, x in (("stiffnesspoly", mj.tendon_stiffnesspoly[t]),
                                       ("dampingpoly", mj.tendon_dampingpoly[t]),
                                       ("actuatorfrcrange", mj.tendon_actfrclimited[t]),
                                       ("springyield", mj.tendon_springyield[t])) if np.any(x != 0)]
+        if through_sites and mj.tendon_armature[t] != 0:
+            parts.append("armature on a spatial tendon")
         if parts:
             beyond.append(f"{label!r} ({', '.join(parts)})")
+            continue
+        limited = mj.tendon_limited[t] and not off["limit"]
+        if through_sites:
+            sites = []
+            for w in wraps:
+                s = int(mj.wrap_objid[w])
+                i, pose = m.pose_on_body(int(mj.site_bodyid[s]), mj.site_pos[s], mj.site_quat[s])
+                sites.append((None if i < 0 else tree.body_names[i], tuple(float(x) for x in pose.p)))
+            specs.append(spatial_tendon(
+                label, sites, tuple(float(x) for x in mj.tendon_range[t]) if limited else None,
+                0.0 if off["spring"] else float(mj.tendon_stiffness[t]),
+                tuple(float(x) for x in mj.tendon_lengthspring[t]), 0.0 if off["damper"] else float(mj.tendon_damping[t]),
+                0.0 if off["frictionloss"] else float(mj.tendon_frictionloss[t])))
+            ids.append(t)
             continue
         joints = {}
         length0 = 0.0
@@ -666,7 +685,6 @@ def _tendons(mujoco, mj, m, off, left):
             name = m.joint_names[j]
             joints[name] = joints.get(name, 0.0) + coef
             length0 += coef * float(mj.qpos0[mj.jnt_qposadr[j]])
-        limited = mj.tendon_limited[t] and not off["limit"]
         specs.append(FixedTendon(
             label, tuple(joints.items()), tuple(float(x) for x in mj.tendon_range[t]) if limited else (-np.inf, np.inf),
             0.0 if off["spring"] else float(mj.tendon_stiffness[t]), tuple(float(x) for x in mj.tendon_lengthspring[t]),
@@ -674,7 +692,8 @@ def _tendons(mujoco, mj, m, off, left):
             0.0 if off["frictionloss"] else float(mj.tendon_frictionloss[t]), length0, float(mj.tendon_armature[t])))
         ids.append(t)
     if spatial:
-        left.append(LeftOut("spatial tendons", _listing("spatial tendons (through sites, wrapping)", spatial)))
+        left.append(LeftOut("spatial tendons", _listing("spatial tendons with pulleys or wrapping around geoms",
+                                                        spatial)))
     if beyond:
         left.append(LeftOut("tendons", "fixed tendons " + ", ".join(beyond)))
     return specs, ids
