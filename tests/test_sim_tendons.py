@@ -242,8 +242,8 @@ def test_rollout_gradient_wrt_a_tendon_stiffness_is_central_differences():
     assert_close(reverse, fd, 1e-7, scale=abs(float(fd)))
 
 
-SPATIAL = """<mujoco model="spatial"><worldbody><site name="s0"/><geom name="peg" type="cylinder" size="0.02 0.1"
-pos="0.1 0 -0.1" euler="90 0 0"/><site name="side" pos="0.2 0 -0.1"/><body><joint name="a" axis="0 1 0"/>
+SPATIAL = """<mujoco model="spatial"><worldbody><site name="s0"/><geom name="peg" type="sphere" size="0.02"
+pos="0.1 0 -0.1"/><site name="side" pos="0.2 0 -0.1"/><body><joint name="a" axis="0 1 0"/>
 <site name="s1" pos="0 0 -0.3"/><geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.02"/></body></worldbody>
 <tendon><spatial name="cable"><site site="s0"/><geom geom="peg" sidesite="side"/><site site="s1"/></spatial>
 <fixed name="link"><joint joint="a" coef="2"/></fixed></tendon></mujoco>"""
