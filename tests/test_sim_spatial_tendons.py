@@ -13,7 +13,8 @@ position servo.
   trajectory is MuJoCo's to 1e-11.
 * The reverse-mode derivative of a short rollout with respect to the tendon's stiffness leaf equals central
   differences to 1e-7.
-* A hand-built spatial tendon is the file's; bad spatial tendons are `ModelError`s.
+* A hand-built spatial tendon is the file's, and `jaxmb.sim.with_mujoco_impedance` alone gives a hand-built scene
+  its tendon and equality rows' numbers; bad spatial tendons are `ModelError`s.
 """
 
 import jax
@@ -30,7 +31,8 @@ from jaxmb.errors import ModelError  # noqa: E402
 from jaxmb.sim.actuators import actuator_forces  # noqa: E402
 from jaxmb.sim.constraints import constraint_forces  # noqa: E402
 from jaxmb.sim.stages import kinematics, step_factors  # noqa: E402
-from jaxmb.sim.tendons import lengths, passive_forces, tendon_geometry  # noqa: E402
+from jaxmb.sim.equality_rows import with_equality_impedance  # noqa: E402
+from jaxmb.sim.tendons import lengths, passive_forces, tendon_geometry, with_tendon_impedance  # noqa: E402
 
 ARM = """<mujoco model="spatial arm"><option timestep="0.002" integrator="{integrator}" tolerance="1e-15"
   iterations="100"/>
@@ -206,6 +208,23 @@ def test_a_hand_built_spatial_tendon_is_the_files():
     ours, theirs = geometry(built, q), geometry(sc, q)
     assert_close(ours.L, theirs.L, 1e-15)
     assert_close(ours.J, theirs.J, 1e-15)
+
+
+def test_with_mujoco_impedance_gives_a_hand_built_scene_its_tendon_and_equality_numbers():
+    """One call sets the tendon rows' and the equality rows' numbers, as their own functions do by default."""
+    mj, s = loaded()
+    sc = s.scene
+    tip = sc.model.body_names[-1]
+    spec = sim.spatial_tendon("cable", [(None, (0.1, 0.05, 1.2)), (tip, (0.2, 0.03, 0.02))], range=(0.2, 0.9),
+                              frictionloss=0.02)
+    pin = sim.connect("pin", None, tip, (0.9, 0.0, 1.0), (0.2, 0.0, 0.0))
+    built = sim.make_scene(sc.model, tendons=[spec], equalities=[pin], solver="newton")
+    once = sim.with_mujoco_impedance(built, solref=(0.03, 1.2))
+    by_parts = with_equality_impedance(with_tendon_impedance(built, solref=(0.03, 1.2)), solref=(0.03, 1.2))
+    for a, b in zip(jax.tree.leaves((once.tendons, once.equalities)), jax.tree.leaves((by_parts.tendons,
+                                                                                        by_parts.equalities))):
+        np.testing.assert_array_equal(a, b)
+    assert once.tendons.impedance is not None and once.equalities.impedance is not None
 
 
 def test_bad_spatial_tendons_are_model_errors():
