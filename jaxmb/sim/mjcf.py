@@ -13,8 +13,8 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   geoms whose ``contype`` and ``conaffinity`` bitmasks meet (``contype1 & conaffinity2 | contype2 & conaffinity1``)
   on different weld bodies, neither excluded by ``<exclude>`` nor, unless the model disables ``filterparent``, a
   body and its parent (neither the world); passed to `jaxmb.sim.make_scene` as ``pairs_include``.
-* actuators with a joint transmission on a hinge or slide, or a tendon transmission on a fixed tendon, a fixed
-  gain and no bias or an affine one that is a motor (no bias), a position servo (``biasprm = [0, -kp, -kv]``) or a
+* actuators with a joint transmission on a hinge or slide, or a tendon transmission on a tendon the scene builds,
+  a fixed gain and no bias or an affine one that is a motor (no bias), a position servo (``biasprm = [0, -kp, -kv]``) or a
   velocity servo (``biasprm = [0, 0, -kv]``): `jaxmb.sim.motor`, `position`, `velocity` with MuJoCo's gear,
   ``ctrlrange`` where ``ctrllimited`` and ``forcerange`` (symmetric) where ``forcelimited``, named as in MuJoCo (on a
   tendon through `jaxmb.sim.on_tendon`); with their activation dynamics where it is none, ``integrator``
@@ -36,8 +36,10 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
 * fixed tendons (`jaxmb.sim.tendons`, `_tendons`): their joints' coefficients, ranges where limited, dead-band
   springs, damping, friction loss and armature, and their rows' ``solref``, ``solimp``, margins and ``invweight0``
   (`tendon_impedance`); actuators on them. MuJoCo's Euler takes tendon damping explicitly, its ``implicitfast`` into
-  the step (`jaxmb.sim.tendons.Tendons.implicit`). Spatial tendons are refused (``"spatial tendons"``), and so are
-  fixed tendons with nonlinear or plastic springs, nonlinear damping or actuator force ranges (``"tendons"``).
+  the step (`jaxmb.sim.tendons.Tendons.implicit`). Spatial tendons through sites only are built
+  (`jaxmb.sim.spatial_tendons`); those with pulleys or wrapping around geoms are refused (``"spatial tendons"``),
+  and so are tendons with nonlinear or plastic springs, nonlinear damping or actuator force ranges and spatial
+  tendons with armature (``"tendons"``).
 * the initial configuration ``qpos0`` (``Scene.q0``) and the keyframes in jaxmb's coordinates (`Keyframe`;
   `MjcfScene.init_state` and `MjcfScene.init_ctrl` reset to them as ``mj_resetDataKeyframe`` does).
 * equality constraints (``equalities="rows"``, the default with ``impedance="mujoco"``): each active ``connect``,
@@ -642,8 +644,9 @@ def _tendons(mujoco, mj, tree, m, off, left):
     """``(specs, MuJoCo ids)``: the `jaxmb.sim.tendons.FixedTendon` of each fixed tendon (its joints' coefficients
     ``wrap_prm``, its length at jaxmb's zero from ``qpos0``, ``tendon_range`` where limited, ``tendon_stiffness``
     about ``tendon_lengthspring``, ``tendon_damping``, ``tendon_frictionloss``, each unless the file disables it,
-    ``tendon_armature``);
-    the spatial tendons and what a fixed tendon has beyond these go to ``left``."""
+    ``tendon_armature``), and the `jaxmb.sim.spatial_tendons.SpatialTendon` of each spatial tendon through sites
+    only (each site's point in its jaxmb body's frame, the same numbers but ``armature``); the spatial tendons with
+    pulleys or wrapping and what a tendon has beyond these go to ``left``."""
     specs, ids, spatial, beyond = [], [], [], []
     taken = set()
     for t in range(mj.ntendon):
@@ -674,7 +677,8 @@ def _tendons(mujoco, mj, tree, m, off, left):
             specs.append(spatial_tendon(
                 label, sites, tuple(float(x) for x in mj.tendon_range[t]) if limited else None,
                 0.0 if off["spring"] else float(mj.tendon_stiffness[t]),
-                tuple(float(x) for x in mj.tendon_lengthspring[t]), 0.0 if off["damper"] else float(mj.tendon_damping[t]),
+                tuple(float(x) for x in mj.tendon_lengthspring[t]),
+                0.0 if off["damper"] else float(mj.tendon_damping[t]),
                 0.0 if off["frictionloss"] else float(mj.tendon_frictionloss[t])))
             ids.append(t)
             continue

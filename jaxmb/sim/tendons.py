@@ -243,8 +243,8 @@ def _spatial(tendons: Tendons, what):
 
 
 def lengths(tendons: Tendons, q):
-    """The fixed tendons' lengths ``L`` (nt,) at ``q`` (nq,) (module docstring); `tendon_geometry` where there are spatial
-    tendons."""
+    """The fixed tendons' lengths ``L`` (nt,) at ``q`` (nq,) (module docstring); `tendon_geometry` where there are
+    spatial tendons."""
     _spatial(tendons, "the lengths")
     return _fixed_lengths(tendons, q)
 
@@ -307,7 +307,8 @@ def limit_distances(tendons: Tendons, q, geo=None):
 
 def tendon_rows(scene, q, dt, T=None) -> JointRows:
     """The limit rows then the friction rows of the scene's tendons (module docstring) at ``q`` and the body poses
-    ``T`` (`tendon_geometry`), jaxmb's targets; their ``coordinate`` is -1 (no one coordinate). No rows without tendons."""
+    ``T`` (`tendon_geometry`), jaxmb's targets; their ``coordinate`` is -1 (no one coordinate). No rows without
+    tendons."""
     ten, dtype = scene.tendons, q.dtype
     if ten is None or not ten.rows:
         return no_joint_rows(scene.tree.nv, dtype)
@@ -385,8 +386,8 @@ def mass_weights(scene, q, dt, implicit=True, T=None):
     armature, and under the implicit integrators (unless ``implicit`` is False: the matrix a scene with MuJoCo's
     soft constraints solves its rows on, `jaxmb.sim.integrators.euler`) ``dt`` times the tendons' damping and the
     velocity gains ``g^2 kv`` of the servos on them, under ``implicit`` also ``dt^2`` times their position gains
-    ``g^2 kp`` and the springs' stiffness outside their dead bands (the lengths at the body poses ``T``, `tendon_geometry`).
-    None where the step has no such term."""
+    ``g^2 kp`` and the springs' stiffness outside their dead bands (the lengths at the body poses ``T``,
+    `tendon_geometry`). None where the step has no such term."""
     from jaxmb.sim.actuators import affine  # (jaxmb.sim.actuators imports this module)
 
     ten, act, integrator = scene.tendons, scene.actuators, scene.options.integrator
