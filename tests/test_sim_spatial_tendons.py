@@ -235,6 +235,9 @@ def test_bad_spatial_tendons_are_model_errors():
         sim.make_scene(model, tendons=[sim.spatial_tendon("t", [(body, (0, 0, 0))])])
     with pytest.raises(ModelError, match="tendon 't'.*no body 'nope'"):
         sim.make_scene(model, tendons=[sim.spatial_tendon("t", [(None, (0, 0, 1)), ("nope", (0, 0, 0))])])
+    with pytest.raises(ModelError, match="equality 'e'.*'cable' is a spatial tendon"):
+        sim.make_scene(model, tendons=[sim.spatial_tendon("cable", [(None, (0, 0, 1)), (body, (0, 0, 0))])],
+                       equalities=[sim.tendon_equality("e", "cable")], solver="newton")
     with pytest.raises(ModelError, match="tendon 't'.*three finite numbers"):
         sim.make_scene(model, tendons=[sim.spatial_tendon("t", [(None, (0, 0, 1)), (body, (0, np.nan, 0))])])
 

@@ -14,8 +14,8 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   on different weld bodies, neither excluded by ``<exclude>`` nor, unless the model disables ``filterparent``, a
   body and its parent (neither the world); passed to `jaxmb.sim.make_scene` as ``pairs_include``.
 * actuators with a joint transmission on a hinge or slide, or a tendon transmission on a tendon the scene builds,
-  a fixed gain and no bias or an affine one that is a motor (no bias), a position servo (``biasprm = [0, -kp, -kv]``) or a
-  velocity servo (``biasprm = [0, 0, -kv]``): `jaxmb.sim.motor`, `position`, `velocity` with MuJoCo's gear,
+  a fixed gain and no bias or an affine one that is a motor (no bias), a position servo (``biasprm = [0, -kp,
+  -kv]``) or a velocity servo (``biasprm = [0, 0, -kv]``): `jaxmb.sim.motor`, `position`, `velocity` with MuJoCo's gear,
   ``ctrlrange`` where ``ctrllimited`` and ``forcerange`` (symmetric) where ``forcelimited``, named as in MuJoCo (on a
   tendon through `jaxmb.sim.on_tendon`); with their activation dynamics where it is none, ``integrator``
   (``intvelocity``), ``filter`` or ``filterexact`` (``position``'s ``timeconst``), one activation, not

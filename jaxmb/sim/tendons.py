@@ -1,5 +1,6 @@
-"""Fixed tendons: lengths that are linear combinations of hinge and slide coordinates, with their passive forces,
-limits and Coulomb friction, as MuJoCo's fixed tendons.
+"""Fixed and spatial tendons: lengths that are linear combinations of hinge and slide coordinates, or of paths
+through sites (`jaxmb.sim.spatial_tendons`), with their passive forces, limits and Coulomb friction, as MuJoCo's
+fixed and spatial tendons.
 
 A fixed tendon ``t`` has the length
 
@@ -7,7 +8,9 @@ A fixed tendon ``t`` has the length
 
 and the Jacobian row ``J_t = dL_t/dq`` (`moments`), constant: ``coef_w`` at the velocity coordinate of each wrap.
 ``length0`` is the length at ``q = 0`` (MuJoCo's ``tendon_length0``: jaxmb's zero of a hinge or slide is MuJoCo's
-``qpos0``). A scalar force ``f_t`` along the tendon is the generalized force ``J_t* f_t``.
+``qpos0``). A spatial tendon's length and Jacobian row are its path's, read from the step's body poses, and ``J_t``
+depends on ``q`` (`tendon_geometry`); everything below takes ``L`` and ``J`` at the step's configuration. A scalar
+force ``f_t`` along the tendon is the generalized force ``J_t* f_t``.
 
 Passive forces (`passive_forces`, MuJoCo's ``qfrc_passive``): a spring with a dead band, ``f = stiffness (lo - L)``
 below ``springlength = [lo, hi]``, ``stiffness (hi - L)`` above it and zero inside, and damping ``-damping J qd``.
