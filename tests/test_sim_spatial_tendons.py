@@ -9,7 +9,7 @@ position servo.
   and ``efc_vel + dt efc_aref`` to 1e-12.
 * Trajectories from the engaged limit follow ``mj_step`` over 100 steps with the file's Newton solver and MuJoCo's
   soft constraints: Euler and implicitfast (the tendon's damping and the servo's velocity gain in the step; the
-  tendon without friction, as for fixed tendons, `tests/test_sim_tendons.py`) to 1e-9; each RK4 step along MuJoCo's
+  tendon without friction, as for fixed tendons, `tests/test_sim_tendons.py`) to 1e-12; each RK4 step along MuJoCo's
   trajectory is MuJoCo's to 1e-11.
 * The reverse-mode derivative of a short rollout with respect to the tendon's stiffness leaf equals central
   differences to 1e-7.
@@ -149,7 +149,7 @@ def test_scene_follows_mj_step_from_the_engaged_limit(integrator, source):
     q, qd = state(m, start_data(mj))
     ctrls = jnp.tile(jnp.asarray(START["ctrl"]), (STEPS, 1))
     _, states = rollout(sc, sim.init_state(sc, q, qd), s.dt, ctrls, steps=STEPS)
-    assert_close(states.q, mujoco_trajectory(mj, m), 1e-9)
+    assert_close(states.q, mujoco_trajectory(mj, m), 1e-12)
 
 
 step = fast_jit(sim.step)
