@@ -242,10 +242,13 @@ def test_bad_spatial_tendons_are_model_errors():
         sim.make_scene(model, tendons=[sim.spatial_tendon("t", [(None, (0, 0, 1)), (body, (0, np.nan, 0))])])
 
 
-def test_wrapping_and_armature_are_refused_by_name():
+def test_wrapping_armature_and_tendon_equalities_are_refused_by_name():
     wrapped = ARM.replace('<site site="a2"/>', '<geom geom="ball"/><site site="a2"/>').replace(
         '<site name="a2"', '<geom name="ball" type="sphere" size="0.01" pos="0.1 0 0.1"/><site name="a2"')
     with pytest.raises(ModelError, match=r"pulleys or wrapping.*'cable'"):
         sim.load_mjcf_scene(wrapped.format(integrator="Euler"))
     with pytest.raises(ModelError, match=r"'cable' \(armature on a spatial tendon\)"):
         sim.load_mjcf_scene(ARM.replace('damping="0.3"', 'damping="0.3" armature="0.1"').format(integrator="Euler"))
+    tied = ARM.replace("</mujoco>", '<equality><tendon name="tie" tendon1="cable"/></equality></mujoco>')
+    with pytest.raises(ModelError, match=r"'tie' \(on spatial tendons \['cable'\].*\(drop 'equalities'\)"):
+        sim.load_mjcf_scene(tied.format(integrator="Euler"))

@@ -916,6 +916,10 @@ def _equality_spec(mujoco, mj, tree, m, names, tendon_names, e, label):
         missing = [mj.tendon(t).name or f"tendon{t}" for t in (o1, o2) if t >= 0 and t not in tendon_names]
         if missing:
             return f"on tendons {missing}, which the scene leaves out"
+        spatial = [mj.tendon(t).name or f"tendon{t}" for t in (o1, o2)
+                   if t >= 0 and int(mj.wrap_type[mj.tendon_adr[t]]) != int(mujoco.mjtWrap.mjWRAP_JOINT)]
+        if spatial:
+            return f"on spatial tendons {spatial} (tendon equalities couple fixed tendons)"
         return tendon_equality(label, tendon_names[o1], tendon_names.get(o2), polycoef=coef)
     return f"a {_enum_name(mujoco.mjtEq(kind))} equality"
 
