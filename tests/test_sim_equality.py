@@ -216,18 +216,19 @@ def test_bad_equalities_are_model_errors():
         sim.make_scene(model, equalities=[tendon_equality("x", "cable")])
 
 
-ROPE = """<mujoco><worldbody><site name="s0" pos="0 0 .2"/>
+ROPE = """<mujoco><worldbody><site name="s0" pos="0 0 .2"/><geom name="knob" size=".02" pos=".05 0 .1" contype="0"
+conaffinity="0"/>
 <body name="a"><joint name="h1" axis="0 1 0"/><geom size=".1"/><site name="s1" pos=".1 0 0"/>
 <body name="b" pos="0 0 -.3"><joint name="h" axis="0 1 0"/><geom size=".1"/></body></body></worldbody>
-<tendon><spatial name="rope"><site site="s0"/><site site="s1"/></spatial><fixed name="f"><joint joint="h" coef="1"/>
+<tendon><spatial name="rope"><site site="s0"/><geom geom="knob"/><site site="s1"/></spatial><fixed name="f"><joint joint="h" coef="1"/>
 </fixed></tendon>
 <equality><tendon name="tie" tendon1="rope" tendon2="f"/><joint name="gear" joint1="h" joint2="h1"/></equality>
 </mujoco>"""
 
 
 def test_an_equality_on_a_tendon_left_out_is_refused_by_name():
-    """A ``tendon`` equality on a spatial tendon (which the scene leaves out) is refused by name until
-    ``drop="equalities"``; the other equality stays a row."""
+    """A ``tendon`` equality on a spatial tendon that wraps a geom (which the scene leaves out) is refused by name
+    until ``drop="equalities"``; the other equality stays a row."""
     with pytest.raises(ModelError, match=r"'tie' \(on tendons \['rope'\], which the scene leaves out\) \(drop "
                                          r"'equalities'\)"):
         sim.load_mjcf_scene(ROPE, drop="spatial tendons")

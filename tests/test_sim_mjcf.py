@@ -796,16 +796,18 @@ def test_files_solver_tolerance_and_cone_map(option, cone, tolerance, iterations
     assert (o.solver, o.cone, o.tolerance, o.iterations) == ("pgs", "elliptic", 1e-9, 2) and "passed" in s.solver
 
 
-PARTS = {"spatial tendons": (('<worldbody><site name="s0"/></worldbody><tendon><spatial name="cable"><site site="s0"/>'
-                            '<site site="s1"/></spatial></tendon>'), "'cable'"),
+PARTS = {"spatial tendons": (('<worldbody><site name="s0"/><geom name="peg" type="sphere" size="0.02" '
+                             'pos="0.1 0 -0.1" contype="0" conaffinity="0"/></worldbody><tendon><spatial '
+                             'name="cable"><site site="s0"/><geom geom="peg"/><site site="s1"/></spatial></tendon>'),
+                            "'cable'"),
          "integrator": ('<option density="1.2" integrator="implicitfast"/>', "derivative of the fluid forces")}
 
 
 @pytest.mark.parametrize("category", PARTS)
 def test_a_spatial_tendon_or_implicit_fluid_forces_are_refused_unless_dropped(category):
-    """A file with a spatial tendon (with fluid forces under implicitfast, which differentiates them) is a
-    `ModelError` naming the source, the tendon (the fluid's derivative) and the option that drops it; with that
-    option the scene builds, warns once and lists it in ``left_out``."""
+    """A file with a spatial tendon that wraps a geom (with fluid forces under implicitfast, which differentiates
+    them) is a `ModelError` naming the source, the tendon (the fluid's derivative) and the option that drops it;
+    with that option the scene builds, warns once and lists it in ``left_out``."""
     part, element = PARTS[category]
     source = ('<mujoco model="part">' + part + '<worldbody><body><joint name="a" axis="0 1 0"/>'
               '<site name="s1" pos="0 0 -0.3"/><geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.02"/></body>'

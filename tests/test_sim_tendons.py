@@ -14,7 +14,8 @@ the two inner hinges (``0.5 j1 - 0.3 j2``, one with a ``ref``) with damping and 
 * jaxmb's rule on both solvers: one step against the tendon's bound gives the closed-form impulse of one row.
 * The reverse-mode derivative of a short rollout with respect to a tendon's stiffness leaf equals central
   differences to 1e-7.
-* A spatial tendon is refused by name until ``drop="spatial tendons"``; bad tendons are `ModelError`s.
+* A spatial tendon that wraps a geom is refused by name until ``drop="spatial tendons"`` (spatial tendons through
+  sites only: `tests/test_sim_spatial_tendons.py`); bad tendons are `ModelError`s.
 """
 
 import warnings
@@ -241,13 +242,14 @@ def test_rollout_gradient_wrt_a_tendon_stiffness_is_central_differences():
     assert_close(reverse, fd, 1e-7, scale=abs(float(fd)))
 
 
-SPATIAL = """<mujoco model="spatial"><worldbody><site name="s0"/><body><joint name="a" axis="0 1 0"/>
+SPATIAL = """<mujoco model="spatial"><worldbody><site name="s0"/><geom name="peg" type="sphere" size="0.02"
+pos="0.1 0 -0.1"/><site name="side" pos="0.2 0 -0.1"/><body><joint name="a" axis="0 1 0"/>
 <site name="s1" pos="0 0 -0.3"/><geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.02"/></body></worldbody>
-<tendon><spatial name="cable"><site site="s0"/><site site="s1"/></spatial>
+<tendon><spatial name="cable"><site site="s0"/><geom geom="peg" sidesite="side"/><site site="s1"/></spatial>
 <fixed name="link"><joint joint="a" coef="2"/></fixed></tendon></mujoco>"""
 
 
-def test_a_spatial_tendon_is_refused_by_name_until_dropped():
+def test_a_spatial_tendon_that_wraps_a_geom_is_refused_by_name_until_dropped():
     with pytest.raises(ModelError, match=r"spatial tendons .*'cable'.*\(drop 'spatial tendons'\)"):
         sim.load_mjcf_scene(SPATIAL)
     with warnings.catch_warnings(record=True) as caught:

@@ -17,6 +17,7 @@ rollout), `symplectic` (implicit midpoint and generalized leapfrog on canonical 
 
 from jaxmb.sim.actuators import intvelocity, motor, on_tendon, position, velocity
 from jaxmb.sim.collision import Contacts
+from jaxmb.sim.equality_rows import connect, joint_equality, tendon_equality, weld
 from jaxmb.sim.fluid import Fluid
 from jaxmb.sim.geometry import Geometry, Pairs, box, capsule, plane, sphere
 from jaxmb.sim.impedance import Impedance, with_mujoco_impedance
@@ -37,6 +38,7 @@ from jaxmb.sim.stepping import (
     rollout,
     step,
 )
+from jaxmb.sim.spatial_tendons import spatial_tendon
 from jaxmb.sim.symplectic import PhasePoint, generalized_leapfrog, implicit_midpoint
 from jaxmb.sim.tendons import Tendons, fixed_tendon
 from jaxmb.sim.urdf_collision import urdf_geometry
@@ -44,8 +46,9 @@ from jaxmb.sim.urdf_collision import urdf_geometry
 __all__ = [
     "CONTACT_MODELS", "ContactState", "Contacts", "Fluid", "Geometry", "INTEGRATORS", "Impedance", "Keyframe",
     "LOOPS_OPEN", "MjcfScene", "NONFINITE_CONTROL", "NONFINITE_STATE", "Pairs", "PhasePoint", "SOLVERS", "Scene",
-    "State", "StepRecord", "Tendons", "box", "capsule", "contact_forces", "failures", "fixed_tendon",
-    "generalized_leapfrog", "implicit_midpoint", "init_state", "inspect_step", "intvelocity", "load_mjcf_scene",
-    "make_scene", "motor", "on_tendon", "plane", "position", "residuals", "rollout", "sphere",
-    "step", "urdf_geometry", "velocity", "with_mujoco_impedance",
+    "State", "StepRecord", "Tendons", "box", "capsule", "connect", "contact_forces", "failures", "fixed_tendon",
+    "generalized_leapfrog", "implicit_midpoint", "init_state", "inspect_step", "intvelocity", "joint_equality",
+    "load_mjcf_scene", "make_scene", "motor", "on_tendon", "plane", "position", "residuals", "rollout",
+    "spatial_tendon", "sphere", "step", "tendon_equality", "urdf_geometry", "velocity", "weld",
+    "with_mujoco_impedance",
 ]

@@ -270,10 +270,11 @@ def next_activation(act: Actuators, ctrl, activation, dt):
     return jnp.clip(a, act.act_lower[i], act.act_upper[i])
 
 
-def actuator_forces(act: Actuators, q, qd, ctrl, tendons=None):
+def actuator_forces(act: Actuators, q, qd, ctrl, tendons=None, geometry=None):
     """Joint forces (nv,) of the actuators at ``(q, qd)`` (one state) for the controls ``ctrl`` (nu,), which for
     an actuator with activation dynamics is its activation (`with_activation`), not clipped; ``tendons`` the
-    scene's `jaxmb.sim.tendons.Tendons`, which actuators on tendons drive."""
+    scene's `jaxmb.sim.tendons.Tendons`, which actuators on tendons drive, ``geometry`` their lengths and Jacobian
+    rows at ``q`` (`jaxmb.sim.tendons.tendon_geometry`; None: the fixed tendons', from ``q``)."""
     nv = qd.shape[0]
     if not act.nu:
         return jnp.zeros(nv, qd.dtype)
@@ -285,8 +286,9 @@ def actuator_forces(act: Actuators, q, qd, ctrl, tendons=None):
     qd_j = qd[np.maximum(v, 0)]
     if act.tendon:  # the tendons' lengths and velocities in the place of coordinates
         ti = np.asarray(act.tendon)
-        J = moments(tendons)[np.maximum(ti, 0)]
-        q_j = jnp.where(ti >= 0, lengths(tendons, q)[np.maximum(ti, 0)], q_j)
+        L, J = (lengths(tendons, q), moments(tendons)) if geometry is None else geometry
+        J = J[np.maximum(ti, 0)]
+        q_j = jnp.where(ti >= 0, L[np.maximum(ti, 0)], q_j)
         qd_j = jnp.where(ti >= 0, J @ qd, qd_j)
     gain, bias_q, bias_qd = affine(act)
     f = jnp.clip(gain * u + bias_q * q_j + bias_qd * qd_j, -act.force_limit, act.force_limit)

@@ -234,6 +234,8 @@ def _terms(model, tendons, kind, obj, where):
     if tendons is None or obj not in tendons.names:
         raise ModelError(f"{where}: the scene has no fixed tendon {obj!r}")
     t = tendons.index(obj)
+    if t in tendons.site_tendon:
+        raise ModelError(f"{where}: tendon {obj!r} is a spatial tendon; tendon equalities couple fixed tendons")
     return [(float(c), qi, vi) for c, tt, qi, vi in zip(np.asarray(tendons.coef), tendons.tendon, tendons.q_index,
                                                          tendons.v_index) if tt == t]
 

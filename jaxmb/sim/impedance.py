@@ -212,7 +212,9 @@ def with_mujoco_impedance(scene, solref=SOLREF, solimp=SOLIMP, margin=0.0, gap=0
     (solref (nf, 2), solimp (nf, 5))`` and ``ball = (solref (nbl, 2), solimp (nbl, 5), margin (nbl,))`` (the ranges of
     ball joints) where given; ``contact_weight`` (nc,) and ``dof_weight`` (nv,) MuJoCo's
     ``invweight0`` (default: `reference_weights` at ``q0``, the neutral configuration by default, a slot's the sum
-    of its two geoms' bodies'). The scene's
+    of its two geoms' bodies'). The tendon rows and the equality rows that have no numbers yet take ``solref`` and
+    ``solimp`` (the tendons' limits ``margin``) and MuJoCo's default weights (`jaxmb.sim.tendons.with_tendon_impedance`,
+    `jaxmb.sim.equality_rows.with_equality_impedance`; call those for other numbers). The scene's
     solver must be ``"newton"``; an elliptic cone needs ``impratio`` 1 (its rows share one stiffness)."""
     options = scene.options
     if options.solver != "newton":
@@ -248,5 +250,14 @@ def with_mujoco_impedance(scene, solref=SOLREF, solimp=SOLIMP, margin=0.0, gap=0
     for x in numbers:
         if not np.all(np.isfinite(np.asarray(x, float))):
             raise ModelError(f"MuJoCo's constraint numbers must be finite, got {np.asarray(x).tolist()}")
-    return scene.replace(impedance=Impedance(*(jnp.asarray(np.asarray(x, float), dtype) for x in numbers)))
+    scene = scene.replace(impedance=Impedance(*(jnp.asarray(np.asarray(x, float), dtype) for x in numbers)))
+    # (late imports: the tendons' and the equalities' modules import this one)
+    from jaxmb.sim.equality_rows import with_equality_impedance
+    from jaxmb.sim.tendons import with_tendon_impedance
+
+    if scene.tendons is not None and scene.tendons.rows and scene.tendons.impedance is None:
+        scene = with_tendon_impedance(scene, solref, solimp, margin)
+    if scene.equalities is not None and scene.equalities.rows and scene.equalities.impedance is None:
+        scene = with_equality_impedance(scene, solref, solimp)
+    return scene
 

@@ -13,9 +13,9 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   geoms whose ``contype`` and ``conaffinity`` bitmasks meet (``contype1 & conaffinity2 | contype2 & conaffinity1``)
   on different weld bodies, neither excluded by ``<exclude>`` nor, unless the model disables ``filterparent``, a
   body and its parent (neither the world); passed to `jaxmb.sim.make_scene` as ``pairs_include``.
-* actuators with a joint transmission on a hinge or slide, or a tendon transmission on a fixed tendon, a fixed
-  gain and no bias or an affine one that is a motor (no bias), a position servo (``biasprm = [0, -kp, -kv]``) or a
-  velocity servo (``biasprm = [0, 0, -kv]``): `jaxmb.sim.motor`, `position`, `velocity` with MuJoCo's gear,
+* actuators with a joint transmission on a hinge or slide, or a tendon transmission on a tendon the scene builds,
+  a fixed gain and no bias or an affine one that is a motor (no bias), a position servo (``biasprm = [0, -kp,
+  -kv]``) or a velocity servo (``biasprm = [0, 0, -kv]``): `jaxmb.sim.motor`, `position`, `velocity` with MuJoCo's gear,
   ``ctrlrange`` where ``ctrllimited`` and ``forcerange`` (symmetric) where ``forcelimited``, named as in MuJoCo (on a
   tendon through `jaxmb.sim.on_tendon`); with their activation dynamics where it is none, ``integrator``
   (``intvelocity``), ``filter`` or ``filterexact`` (``position``'s ``timeconst``), one activation, not
@@ -36,8 +36,10 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
 * fixed tendons (`jaxmb.sim.tendons`, `_tendons`): their joints' coefficients, ranges where limited, dead-band
   springs, damping, friction loss and armature, and their rows' ``solref``, ``solimp``, margins and ``invweight0``
   (`tendon_impedance`); actuators on them. MuJoCo's Euler takes tendon damping explicitly, its ``implicitfast`` into
-  the step (`jaxmb.sim.tendons.Tendons.implicit`). Spatial tendons are refused (``"spatial tendons"``), and so are
-  fixed tendons with nonlinear or plastic springs, nonlinear damping or actuator force ranges (``"tendons"``).
+  the step (`jaxmb.sim.tendons.Tendons.implicit`). Spatial tendons through sites only are built
+  (`jaxmb.sim.spatial_tendons`); those with pulleys or wrapping around geoms are refused (``"spatial tendons"``),
+  and so are tendons with nonlinear or plastic springs, nonlinear damping or actuator force ranges and spatial
+  tendons with armature (``"tendons"``).
 * the initial configuration ``qpos0`` (``Scene.q0``) and the keyframes in jaxmb's coordinates (`Keyframe`;
   `MjcfScene.init_state` and `MjcfScene.init_ctrl` reset to them as ``mj_resetDataKeyframe`` does).
 * equality constraints (``equalities="rows"``, the default with ``impedance="mujoco"``): each active ``connect``,
@@ -85,6 +87,7 @@ from jaxmb.sim.geometry import box, capsule, plane, sphere
 from jaxmb.sim.mjcf_fluid import mjcf_fluid
 from jaxmb.sim.mjcf_impedance import mujoco_impedance
 from jaxmb.sim.scene import Scene, make_scene
+from jaxmb.sim.spatial_tendons import spatial_tendon
 from jaxmb.sim.tendons import FixedTendon, TendonImpedance
 from jaxmb.sim.stepping import init_state
 
@@ -106,7 +109,7 @@ CATEGORIES = {
     "armature": "armature of actuators that drive no single hinge or slide",
     "tendons": "fixed tendons with parts the scene cannot build (nonlinear springs or damping, actuator force "
                "ranges, plastic springs)",
-    "spatial tendons": "spatial tendons (paths through sites, wrapping)",
+    "spatial tendons": "spatial tendons with pulleys or wrapping around geoms (paths through sites only are built)",
     "flexes": "flexes",
     "plugins": "plugins",
     "height fields": "geoms on height fields that collide",
@@ -255,7 +258,7 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", equalit
             if not e.startswith(("equality constraints", "fluid forces", "ranges of ball joints", "tendons"))]
     fluid, fluid_left = mjcf_fluid(mj, tree, m, names)
     left += [LeftOut("fluid", e) for e in fluid_left]
-    tendon_specs, tendon_ids = _tendons(mujoco, mj, m, off, left)
+    tendon_specs, tendon_ids = _tendons(mujoco, mj, tree, m, off, left)
     tendon_names = {t: spec.name for t, spec in zip(tendon_ids, tendon_specs)}
 
     geoms, geom_ids, geom_names = _geoms(mj, tree, m, left)
@@ -637,27 +640,47 @@ def _actuator(mujoco, mj, names, a, label, off, tendon_names):
 # -- tendons ------------------------------------------------------------------------------------------------------
 
 
-def _tendons(mujoco, mj, m, off, left):
+def _tendons(mujoco, mj, tree, m, off, left):
     """``(specs, MuJoCo ids)``: the `jaxmb.sim.tendons.FixedTendon` of each fixed tendon (its joints' coefficients
     ``wrap_prm``, its length at jaxmb's zero from ``qpos0``, ``tendon_range`` where limited, ``tendon_stiffness``
     about ``tendon_lengthspring``, ``tendon_damping``, ``tendon_frictionloss``, each unless the file disables it,
-    ``tendon_armature``);
-    the spatial tendons and what a fixed tendon has beyond these go to ``left``."""
+    ``tendon_armature``), and the `jaxmb.sim.spatial_tendons.SpatialTendon` of each spatial tendon through sites
+    only (each site's point in its jaxmb body's frame, the same numbers but ``armature``); the spatial tendons with
+    pulleys or wrapping and what a tendon has beyond these go to ``left``."""
     specs, ids, spatial, beyond = [], [], [], []
     taken = set()
     for t in range(mj.ntendon):
         label = unique(mj.tendon(t).name or f"tendon{t}", taken)
         adr, num = int(mj.tendon_adr[t]), int(mj.tendon_num[t])
         wraps = range(adr, adr + num)
-        if any(int(mj.wrap_type[w]) != int(mujoco.mjtWrap.mjWRAP_JOINT) for w in wraps):
+        kinds = {int(mj.wrap_type[w]) for w in wraps}
+        through_sites = kinds == {int(mujoco.mjtWrap.mjWRAP_SITE)}
+        if kinds != {int(mujoco.mjtWrap.mjWRAP_JOINT)} and not through_sites:
             spatial.append(label)
             continue
         parts = [what for what, x in (("stiffnesspoly", mj.tendon_stiffnesspoly[t]),
                                       ("dampingpoly", mj.tendon_dampingpoly[t]),
                                       ("actuatorfrcrange", mj.tendon_actfrclimited[t]),
                                       ("springyield", mj.tendon_springyield[t])) if np.any(x != 0)]
+        if through_sites and mj.tendon_armature[t] != 0:
+            parts.append("armature on a spatial tendon")
         if parts:
             beyond.append(f"{label!r} ({', '.join(parts)})")
+            continue
+        limited = mj.tendon_limited[t] and not off["limit"]
+        if through_sites:
+            sites = []
+            for w in wraps:
+                s = int(mj.wrap_objid[w])
+                i, pose = m.pose_on_body(int(mj.site_bodyid[s]), mj.site_pos[s], mj.site_quat[s])
+                sites.append((None if i < 0 else tree.body_names[i], tuple(float(x) for x in pose.p)))
+            specs.append(spatial_tendon(
+                label, sites, tuple(float(x) for x in mj.tendon_range[t]) if limited else None,
+                0.0 if off["spring"] else float(mj.tendon_stiffness[t]),
+                tuple(float(x) for x in mj.tendon_lengthspring[t]),
+                0.0 if off["damper"] else float(mj.tendon_damping[t]),
+                0.0 if off["frictionloss"] else float(mj.tendon_frictionloss[t])))
+            ids.append(t)
             continue
         joints = {}
         length0 = 0.0
@@ -666,7 +689,6 @@ def _tendons(mujoco, mj, m, off, left):
             name = m.joint_names[j]
             joints[name] = joints.get(name, 0.0) + coef
             length0 += coef * float(mj.qpos0[mj.jnt_qposadr[j]])
-        limited = mj.tendon_limited[t] and not off["limit"]
         specs.append(FixedTendon(
             label, tuple(joints.items()), tuple(float(x) for x in mj.tendon_range[t]) if limited else (-np.inf, np.inf),
             0.0 if off["spring"] else float(mj.tendon_stiffness[t]), tuple(float(x) for x in mj.tendon_lengthspring[t]),
@@ -674,7 +696,8 @@ def _tendons(mujoco, mj, m, off, left):
             0.0 if off["frictionloss"] else float(mj.tendon_frictionloss[t]), length0, float(mj.tendon_armature[t])))
         ids.append(t)
     if spatial:
-        left.append(LeftOut("spatial tendons", _listing("spatial tendons (through sites, wrapping)", spatial)))
+        left.append(LeftOut("spatial tendons", _listing("spatial tendons with pulleys or wrapping around geoms",
+                                                        spatial)))
     if beyond:
         left.append(LeftOut("tendons", "fixed tendons " + ", ".join(beyond)))
     return specs, ids
@@ -893,6 +916,10 @@ def _equality_spec(mujoco, mj, tree, m, names, tendon_names, e, label):
         missing = [mj.tendon(t).name or f"tendon{t}" for t in (o1, o2) if t >= 0 and t not in tendon_names]
         if missing:
             return f"on tendons {missing}, which the scene leaves out"
+        spatial = [mj.tendon(t).name or f"tendon{t}" for t in (o1, o2)
+                   if t >= 0 and int(mj.wrap_type[mj.tendon_adr[t]]) != int(mujoco.mjtWrap.mjWRAP_JOINT)]
+        if spatial:
+            return f"on spatial tendons {spatial} (tendon equalities couple fixed tendons)"
         return tendon_equality(label, tendon_names[o1], tendon_names.get(o2), polycoef=coef)
     return f"a {_enum_name(mujoco.mjtEq(kind))} equality"
 

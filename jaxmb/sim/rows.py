@@ -34,6 +34,7 @@ from jaxmb.sim.equality_rows import mujoco_rows as equality_mujoco_rows
 from jaxmb.sim.equality_rows import with_equality_rows_after
 from jaxmb.sim.impedance import mujoco_rows
 from jaxmb.sim.joint_rows import JointRows, joint_rows, limit_distances, target_velocity
+from jaxmb.sim.tendons import tendon_geometry
 from jaxmb.sim.tendons import mujoco_rows as tendon_mujoco_rows
 from jaxmb.sim.tendons import with_tendon_rows_after
 
@@ -72,7 +73,7 @@ def constraint_rows(scene, q, qd, dt, kin) -> Rows | None:
     `jaxmb.sim.stages.Kinematics` ``kin``; None where the step has no row."""
     dtype = qd.dtype
     joints, ball_dist = with_ball_rows(scene, q, dt, joint_rows(scene, q, dt))
-    joints = with_tendon_rows_after(scene, q, dt, joints)
+    joints = with_tendon_rows_after(scene, q, dt, joints, kin.T)
     joints, eq_errors = with_equality_rows_after(scene, q, dt, kin.T, joints)
     n_tendon = 0 if scene.tendons is None else scene.tendons.rows
     n_eq = 0 if eq_errors is None else eq_errors.shape[0]
@@ -114,7 +115,8 @@ def constraint_rows(scene, q, qd, dt, kin) -> Rows | None:
             D_b, v_b = mujoco_ball_rows(scene, dt, ball_dist, u[end - n_tendon - n:end - n_tendon])
             D, v_star = jnp.concatenate([D, D_b]), jnp.concatenate([v_star, v_b])
         if n_tendon:  # the tendons' rows (`jaxmb.sim.tendons`)
-            D_t, v_t = tendon_mujoco_rows(scene.tendons, q, dt, u[end - n_tendon:end])
+            geo = tendon_geometry(scene, q, kin.T)
+            D_t, v_t = tendon_mujoco_rows(scene.tendons, q, dt, u[end - n_tendon:end], geo)
             D, v_star = jnp.concatenate([D, D_t]), jnp.concatenate([v_star, v_t])
         if n_eq:  # the equalities' rows, last (`jaxmb.sim.equality_rows`)
             jdot_v = equality_drift(scene.equalities, scene.tree, q, qd)

@@ -27,6 +27,7 @@ from jaxmb.sim.constraints import ConstraintForces, constraint_forces
 from jaxmb.sim.contact_frames import contacts
 from jaxmb.sim.fluid import with_fluid
 from jaxmb.sim.inputs import Applied, with_applied
+from jaxmb.sim.tendons import tendon_geometry
 from jaxmb.sim.tendons import passive_forces as tendon_passive_forces
 from jaxmb.sim.tendons import with_tendon_mass
 from jaxmb.spatial import Transform, cross3
@@ -58,11 +59,14 @@ class Actuation(NamedTuple):
     f_applied: jnp.ndarray | None
 
 
-def joint_forces(scene, q, qd, ctrl):
-    """Actuator and passive joint and tendon forces (nv,) at ``(q, qd)``."""
+def joint_forces(scene, q, qd, ctrl, T=None):
+    """Actuator and passive joint and tendon forces (nv,) at ``(q, qd)``, the tendons' lengths and Jacobian rows
+    from the body poses ``T`` at ``q`` (`jaxmb.sim.tendons.tendon_geometry`; None: computed from ``q``)."""
     smooth = scene.options.joint_friction == "smooth"
-    tau = actuator_forces(scene.actuators, q, qd, ctrl, scene.tendons) + passive_forces(scene.joints, q, qd, smooth)
-    return tau if scene.tendons is None else tau + tendon_passive_forces(scene.tendons, q, qd)
+    geo = None if scene.tendons is None else tendon_geometry(scene, q, T)
+    tau = actuator_forces(scene.actuators, q, qd, ctrl, scene.tendons, geo) + passive_forces(scene.joints, q, qd,
+                                                                                              smooth)
+    return tau if scene.tendons is None else tau + tendon_passive_forces(scene.tendons, q, qd, geo)
 
 
 def actuation(scene, model, q, v, ctrl, applied: Applied, T) -> Actuation:
@@ -71,12 +75,12 @@ def actuation(scene, model, q, v, ctrl, applied: Applied, T) -> Actuation:
     ``yd`` of a closed-loop ``model``, whose forces are taken to them by its embedding ``G``."""
     f_applied = with_applied(None, scene.tree, T, applied)
     if not is_closed(model):
-        tau = joint_forces(scene, q, v, ctrl)
+        tau = joint_forces(scene, q, v, ctrl, T)
         f_applied = with_fluid(f_applied, scene, scene.tree, T, q, v)
         return Actuation(tau if applied.qfrc is None else tau + applied.qfrc, v, f_applied)
     G = embedding_matrix(model, q)
     qd = G @ v
-    tau = joint_forces(scene, q, qd, ctrl)
+    tau = joint_forces(scene, q, qd, ctrl, T)
     f_applied = with_fluid(f_applied, scene, scene.tree, T, q, qd)
     return Actuation(G.T @ (tau if applied.qfrc is None else tau + applied.qfrc), qd, f_applied)
 
@@ -150,14 +154,16 @@ def turning_rates(model, qd):
     return out
 
 
-def free_motion(scene, model, q, v, act: Actuation, dt, turning=False, implicit=True):
+def free_motion(scene, model, q, v, act: Actuation, dt, turning=False, implicit=True, T=None):
     """The free motion at ``(q, v)`` under the `Actuation` ``act``: `StepFactors` of a tree (its free accelerations
     those of the mass matrix with the tendons' term, `jaxmb.sim.tendons.with_tendon_mass`, whose implicit part is
-    left out where ``implicit`` is False; its free joints' `turning_rates` added to ``qdd`` where ``turning``),
+    left out where ``implicit`` is False, at the body poses ``T``; its free joints' `turning_rates` added to ``qdd``
+    where ``turning``),
     `jaxmb.sim.closed_loops.LoopFactors` of a closed-loop ``model``."""
     if is_closed(model):
         return loop_factors(model, q, v, act.tau, act.f_applied)
-    ab = with_tendon_mass(scene, model, q, step_factors(model, q, v, act.tau, act.f_applied), dt, implicit)
+    ab = with_tendon_mass(scene, model, q, step_factors(model, q, v, act.tau, act.f_applied), dt, implicit,
+                          T)
     return ab._replace(qdd=ab.qdd + turning_rates(model, v)) if turning else ab
 
 
@@ -177,5 +183,5 @@ def start(scene, model, q, v, ctrl, dt, warm, applied: Applied, turning=False, i
     carries the implicit damping (``implicit``: and the tendons' implicit term with it)."""
     kin = kinematics(scene, q)
     act = actuation(scene, model, q, v, ctrl, applied, kin.T)
-    free = free_motion(scene, model, q, v, act, dt, turning, implicit)
+    free = free_motion(scene, model, q, v, act, dt, turning, implicit, kin.T)
     return Start(kin, act, free, constraint_forces(scene, model, q, v, dt, warm, kin, free))

@@ -1,5 +1,6 @@
-"""Fixed tendons: lengths that are linear combinations of hinge and slide coordinates, with their passive forces,
-limits and Coulomb friction, as MuJoCo's fixed tendons.
+"""Fixed and spatial tendons: lengths that are linear combinations of hinge and slide coordinates, or of paths
+through sites (`jaxmb.sim.spatial_tendons`), with their passive forces, limits and Coulomb friction, as MuJoCo's
+fixed and spatial tendons.
 
 A fixed tendon ``t`` has the length
 
@@ -7,7 +8,9 @@ A fixed tendon ``t`` has the length
 
 and the Jacobian row ``J_t = dL_t/dq`` (`moments`), constant: ``coef_w`` at the velocity coordinate of each wrap.
 ``length0`` is the length at ``q = 0`` (MuJoCo's ``tendon_length0``: jaxmb's zero of a hinge or slide is MuJoCo's
-``qpos0``). A scalar force ``f_t`` along the tendon is the generalized force ``J_t* f_t``.
+``qpos0``). A spatial tendon's length and Jacobian row are its path's, read from the step's body poses, and ``J_t``
+depends on ``q`` (`tendon_geometry`); everything below takes ``L`` and ``J`` at the step's configuration. A scalar
+force ``f_t`` along the tendon is the generalized force ``J_t* f_t``.
 
 Passive forces (`passive_forces`, MuJoCo's ``qfrc_passive``): a spring with a dead band, ``f = stiffness (lo - L)``
 below ``springlength = [lo, hi]``, ``stiffness (hi - L)`` above it and zero inside, and damping ``-damping J qd``.
@@ -40,6 +43,7 @@ friction are static.
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -48,10 +52,12 @@ from jaxmb.dynamics.articulated import solve_factored
 from jaxmb.dynamics.mass import mass_matrix
 from jaxmb.errors import ModelError
 from jaxmb.hinges import hinge_map, joint_poses
+from jaxmb.kinematics import forward_kinematics
 from jaxmb.model import pytree_dataclass
 from jaxmb.sim.closed_loops import is_closed
 from jaxmb.sim.impedance import SOLIMP, SOLREF, _soft
 from jaxmb.sim.joint_rows import JointRows, concat, no_joint_rows, target_velocity
+from jaxmb.sim.spatial_tendons import SpatialTendon, path_lengths_and_moments
 
 
 @dataclass(frozen=True)
@@ -111,7 +117,10 @@ class Tendons:
     (nt,), ``limited`` the tendons with a limit row, ``friction`` those with a friction row, ``nv``, ``implicit``
     whether the implicit integrators take the tendons' damping into their step (module docstring; False: it is
     explicit under every integrator, as under MuJoCo's Euler), ``inertial`` whether the mass matrix takes the
-    tendons' armature ``J* armature J`` (a tendon built with armature)."""
+    tendons' armature ``J* armature J`` (a tendon built with armature). The spatial tendons'
+    (`jaxmb.sim.spatial_tendons`) sites: ``site_point`` (ns, 3) each site's point in its body's frame (a leaf, None
+    without spatial tendons), static ``site_body`` (ns,) its body (-1: the world) and ``site_tendon`` (ns,) its
+    tendon, the sites of a tendon consecutive in path order; their ``length0`` is 0."""
 
     coef: jnp.ndarray
     length0: jnp.ndarray
@@ -133,6 +142,9 @@ class Tendons:
     nv: int = field(metadata=dict(static=True))
     implicit: bool = field(default=True, metadata=dict(static=True))
     inertial: bool = field(default=False, metadata=dict(static=True))
+    site_point: jnp.ndarray | None = None
+    site_body: tuple = field(default=(), metadata=dict(static=True))
+    site_tendon: tuple = field(default=(), metadata=dict(static=True))
 
     @property
     def nt(self) -> int:
@@ -153,18 +165,34 @@ class Tendons:
 
 
 def tendons(model, specs, implicit=True) -> Tendons:
-    """Check the `FixedTendon` ``specs`` against ``model`` (a tree) and gather them, with `Tendons.implicit`
-    ``implicit``: a `ModelError` names the tendon whose joint is missing or not a hinge or slide, whose
-    coefficients or numbers are not finite, whose stiffness, damping or friction is negative, or whose range or
-    dead band is not ordered."""
+    """Check the `FixedTendon` and `jaxmb.sim.spatial_tendons.SpatialTendon` ``specs`` against ``model`` (a tree)
+    and gather them, with `Tendons.implicit` ``implicit``: a `ModelError` names the tendon whose joint is missing or
+    not a hinge or slide, whose body is missing, whose path has fewer than two sites, whose coefficients, points or
+    numbers are not finite, whose stiffness, damping or friction is negative, whose range or dead band is not
+    ordered, or a spatial tendon with armature."""
     coef, tendon, q_index, v_index, rows, names = [], [], [], [], [], []
+    site_point, site_body, site_tendon = [], [], []
     for t, s in enumerate(specs):
         where = f"tendon {s.name!r}"
         if s.name in names:
             raise ModelError(f"{where}: two tendons of one name")
-        if not s.joints:
+        if isinstance(s, SpatialTendon):
+            if len(s.sites) < 2:
+                raise ModelError(f"{where}: a spatial tendon needs at least two sites, got {len(s.sites)}")
+            if s.armature:
+                raise ModelError(f"{where}: armature on a spatial tendon (whose Jacobian depends on q) is not built; "
+                                 "leave it at 0")
+            for body, point in s.sites:
+                if body is not None and body not in model.body_names:
+                    raise ModelError(f"{where}: model {model.name!r} has no body {body!r}")
+                if len(point) != 3 or not np.all(np.isfinite(point)):
+                    raise ModelError(f"{where}: a site's point must be three finite numbers, got {point}")
+                site_point.append(point)
+                site_body.append(-1 if body is None else model.body_index(body))
+                site_tendon.append(t)
+        elif not s.joints:
             raise ModelError(f"{where}: a fixed tendon needs at least one joint")
-        for joint, c in s.joints:
+        for joint, c in getattr(s, "joints", ()):
             try:
                 q_slice, v_slice = model.joint_coordinates(joint)
             except KeyError as e:
@@ -178,7 +206,8 @@ def tendons(model, specs, implicit=True) -> Tendons:
             tendon.append(t)
             q_index.append(q_slice.start)
             v_index.append(v_slice.start)
-        numbers = np.array([s.length0, *s.springlength, s.stiffness, s.damping, s.frictionloss, s.armature], float)
+        length0 = getattr(s, "length0", 0.0)
+        numbers = np.array([length0, *s.springlength, s.stiffness, s.damping, s.frictionloss, s.armature], float)
         if not np.all(np.isfinite(numbers)) or min(s.stiffness, s.damping, s.frictionloss, s.armature) < 0:
             raise ModelError(f"{where}: length0, springlength, stiffness, damping, frictionloss and armature must be "
                              f"finite, the last four non-negative, got {numbers.tolist()}")
@@ -187,7 +216,7 @@ def tendons(model, specs, implicit=True) -> Tendons:
             raise ModelError(f"{where}: range must be increasing, got {s.range}")
         if not s.springlength[0] <= s.springlength[1]:
             raise ModelError(f"{where}: springlength must be ordered (lo <= hi), got {s.springlength}")
-        rows.append([s.length0, lo, hi, s.stiffness, *s.springlength, s.damping, s.frictionloss, s.armature])
+        rows.append([length0, lo, hi, s.stiffness, *s.springlength, s.damping, s.frictionloss, s.armature])
         names.append(s.name)
     values = np.asarray(rows, float).reshape(-1, 9)
     limited = tuple(int(t) for t in np.flatnonzero(np.isfinite(values[:, 1]) | np.isfinite(values[:, 2])))
@@ -195,57 +224,103 @@ def tendons(model, specs, implicit=True) -> Tendons:
     dtype = model.mass.dtype
     return Tendons(jnp.asarray(coef, dtype), *(jnp.asarray(v, dtype) for v in values.T), None, tuple(tendon),
                    tuple(q_index), tuple(v_index), tuple(names), limited, friction, int(model.nv), implicit,
-                   bool(np.any(values[:, 8] > 0)))
+                   bool(np.any(values[:, 8] > 0)),
+                   jnp.asarray(np.asarray(site_point, float).reshape(-1, 3), dtype) if site_point else None,
+                   tuple(site_body), tuple(site_tendon))
 
 
-def lengths(tendons: Tendons, q):
-    """The tendons' lengths ``L`` (nt,) at ``q`` (nq,) (module docstring)."""
+def _fixed_lengths(tendons: Tendons, q):
     terms = tendons.coef * q[np.asarray(tendons.q_index, int)]
     return tendons.length0 + jnp.zeros(tendons.nt, q.dtype).at[np.asarray(tendons.tendon, int)].add(terms)
 
 
-def moments(tendons: Tendons):
-    """The tendons' Jacobian rows ``J = dL/dq`` (nt, nv): each wrap's coefficient at its velocity coordinate."""
+def _fixed_moments(tendons: Tendons):
     J = jnp.zeros((tendons.nt, tendons.nv), tendons.coef.dtype)
     return J.at[np.asarray(tendons.tendon, int), np.asarray(tendons.v_index, int)].add(tendons.coef)
 
 
-def tendon_forces(tendons: Tendons, q, qd):
+def _spatial(tendons: Tendons, what):
+    if tendons.site_tendon:
+        raise ModelError(f"tendons {list(tendons.names)}: {what} of spatial tendons depend on the body poses; take "
+                         "them from jaxmb.sim.tendons.tendon_geometry")
+
+
+def lengths(tendons: Tendons, q):
+    """The fixed tendons' lengths ``L`` (nt,) at ``q`` (nq,) (module docstring); `tendon_geometry` where there are
+    spatial tendons."""
+    _spatial(tendons, "the lengths")
+    return _fixed_lengths(tendons, q)
+
+
+def moments(tendons: Tendons):
+    """The fixed tendons' Jacobian rows ``J = dL/dq`` (nt, nv): each wrap's coefficient at its velocity coordinate;
+    `tendon_geometry` where there are spatial tendons."""
+    _spatial(tendons, "the Jacobian rows")
+    return _fixed_moments(tendons)
+
+
+class TendonGeometry(NamedTuple):
+    """The tendons' lengths ``L`` (nt,) and Jacobian rows ``J = dL/dq`` (nt, nv) at one configuration."""
+
+    L: jnp.ndarray
+    J: jnp.ndarray
+
+
+def tendon_geometry(scene, q, T=None) -> TendonGeometry:
+    """The `TendonGeometry` of the scene's fixed and spatial tendons at ``q`` (nq,), the spatial ones' from the body
+    poses ``T`` (`jaxmb.sim.stages.Kinematics`; None: computed from ``q``)."""
+    ten = scene.tendons
+    L, J = _fixed_lengths(ten, q), _fixed_moments(ten).astype(q.dtype)
+    if ten.site_tendon:
+        T = forward_kinematics(scene.tree, q) if T is None else T
+        L_path, J_path = path_lengths_and_moments(ten, scene.tree, T)
+        L, J = L + L_path, J + J_path
+    return TendonGeometry(L, J)
+
+
+def _fixed_geometry(tendons: Tendons, q, geo):
+    return TendonGeometry(lengths(tendons, q), moments(tendons)) if geo is None else geo
+
+
+def tendon_forces(tendons: Tendons, q, qd, geo=None):
     """The passive forces along the tendons (nt,) at ``(q, qd)``: the dead-band spring and the damping (module
-    docstring)."""
-    L, J = lengths(tendons, q), moments(tendons)
+    docstring), from their `TendonGeometry` ``geo`` (None: the fixed tendons', from ``q``)."""
+    L, J = _fixed_geometry(tendons, q, geo)
     spring = tendons.stiffness * (jnp.maximum(tendons.spring_lower - L, 0.0) - jnp.maximum(L - tendons.spring_upper,
                                                                                               0.0))
     return spring - tendons.damping * (J @ qd)
 
 
-def passive_forces(tendons: Tendons, q, qd):
+def passive_forces(tendons: Tendons, q, qd, geo=None):
     """The tendons' passive generalized forces ``J* f`` (nv,) at ``(q, qd)`` (`tendon_forces`)."""
-    return moments(tendons).T @ tendon_forces(tendons, q, qd)
+    geo = _fixed_geometry(tendons, q, geo)
+    return geo.J.T @ tendon_forces(tendons, q, qd, geo)
 
 
-def limit_distances(tendons: Tendons, q):
+def limit_distances(tendons: Tendons, q, geo=None):
     """``(dist, sign)`` (nl,) of each limited tendon (`Tendons.limited`): its distance to its nearer bound (1e6
-    where both are infinite), +1 at the lower bound, -1 at the upper."""
+    where both are infinite), +1 at the lower bound, -1 at the upper (``geo`` as in `tendon_forces`)."""
     li = np.asarray(tendons.limited, int)
-    L = lengths(tendons, q)[li]
+    L = _fixed_geometry(tendons, q, geo).L[li]
     to_lower, to_upper = L - tendons.lower[li], tendons.upper[li] - L
     at_lower = to_lower <= to_upper
     dist = jnp.where(at_lower, to_lower, to_upper)
     return jnp.where(jnp.isfinite(dist), dist, 1e6), jnp.where(at_lower, 1.0, -1.0).astype(q.dtype)
 
 
-def tendon_rows(scene, q, dt) -> JointRows:
-    """The limit rows then the friction rows of the scene's tendons (module docstring), jaxmb's targets; their
-    ``coordinate`` is -1 (no one coordinate). No rows without tendons."""
+def tendon_rows(scene, q, dt, T=None) -> JointRows:
+    """The limit rows then the friction rows of the scene's tendons (module docstring) at ``q`` and the body poses
+    ``T`` (`tendon_geometry`), jaxmb's targets; their ``coordinate`` is -1 (no one coordinate). No rows without
+    tendons."""
     ten, dtype = scene.tendons, q.dtype
     if ten is None or not ten.rows:
         return no_joint_rows(scene.tree.nv, dtype)
-    J = moments(ten).astype(dtype)
+    geo = tendon_geometry(scene, q, T)
+    J = geo.J.astype(dtype)
     li, fi = np.asarray(ten.limited, int), np.asarray(ten.friction, int)
     out = []
     if len(li):
-        dist, sign = limit_distances(ten, q)
+        dist, sign = limit_distances(ten, q, geo)
         out.append(JointRows(sign[:, None] * J[li], target_velocity(dist, dt, scene.contact.timeconst),
                              jnp.zeros(len(li), dtype), jnp.full(len(li), jnp.inf, dtype), np.full(len(li), -1), sign))
     if len(fi):
@@ -255,10 +330,10 @@ def tendon_rows(scene, q, dt) -> JointRows:
     return concat(*out)
 
 
-def mujoco_rows(tendons: Tendons, q, dt, u):
+def mujoco_rows(tendons: Tendons, q, dt, u, geo=None):
     """``(D, v_star)`` (rows,) of the tendon rows (`tendon_rows`' order) by MuJoCo's rule (`jaxmb.sim.impedance`),
-    ``u`` (rows,) their velocities ``J v``: a limit row takes part where its distance is below its margin, a
-    friction row always."""
+    ``u`` (rows,) their velocities ``J v``, ``geo`` as in `tendon_forces`: a limit row takes part where its distance
+    is below its margin, a friction row always."""
     imp = tendons.impedance
     if imp is None:
         raise ModelError(f"tendons {list(tendons.names)}: MuJoCo's soft constraints need the tendon rows' numbers; "
@@ -266,7 +341,7 @@ def mujoco_rows(tendons: Tendons, q, dt, u):
     li, fi = np.asarray(tendons.limited, int), np.asarray(tendons.friction, int)
     D, v_star = [], []
     if len(li):
-        dist = limit_distances(tendons, q)[0]
+        dist = limit_distances(tendons, q, geo)[0]
         R, v = _soft(imp.limit_solref, imp.limit_solimp, dist, imp.limit_margin, u[:len(li)], dt, imp.weight[li])
         D.append(jnp.where(dist < imp.limit_margin, 1 / R, 0.0))
         v_star.append(v)
@@ -287,7 +362,7 @@ def with_tendon_impedance(scene, solref=SOLREF, solimp=SOLIMP, margin=0.0, weigh
     ten = scene.tendons
     nt, dtype = ten.nt, ten.coef.dtype
     if weight is None:
-        J = np.asarray(moments(ten), float)
+        J = np.asarray(tendon_geometry(scene, scene.q0).J, float)
         weight = np.einsum("tv,vw,tw->t", J, np.linalg.inv(np.asarray(mass_matrix(scene.tree, scene.q0), float)), J)
     solref = np.broadcast_to(np.asarray(solref, float), (nt, 2))
     solimp = np.broadcast_to(np.asarray(solimp, float), (nt, 5))
@@ -301,20 +376,21 @@ def with_tendon_impedance(scene, solref=SOLREF, solimp=SOLIMP, margin=0.0, weigh
     return scene.replace(tendons=ten.replace(impedance=imp))
 
 
-def with_tendon_rows_after(scene, q, dt, rows: JointRows) -> JointRows:
-    """The Newton solver's scalar ``rows`` with the tendon rows (`tendon_rows`) after them; ``rows`` where the scene
-    has none."""
+def with_tendon_rows_after(scene, q, dt, rows: JointRows, T=None) -> JointRows:
+    """The Newton solver's scalar ``rows`` with the tendon rows (`tendon_rows`, at the body poses ``T``) after them;
+    ``rows`` where the scene has none."""
     if scene.tendons is None or not scene.tendons.rows:
         return rows
-    return concat(rows, tendon_rows(scene, q, dt))
+    return concat(rows, tendon_rows(scene, q, dt, T))
 
 
-def mass_weights(scene, q, dt, implicit=True):
+def mass_weights(scene, q, dt, implicit=True, T=None):
     """``W`` (nt,): the tendons' term ``J* W J`` of the step's mass matrix at ``q`` (module docstring): their
     armature, and under the implicit integrators (unless ``implicit`` is False: the matrix a scene with MuJoCo's
     soft constraints solves its rows on, `jaxmb.sim.integrators.euler`) ``dt`` times the tendons' damping and the
     velocity gains ``g^2 kv`` of the servos on them, under ``implicit`` also ``dt^2`` times their position gains
-    ``g^2 kp`` and the springs' stiffness outside their dead bands. None where the step has no such term."""
+    ``g^2 kp`` and the springs' stiffness outside their dead bands (the lengths at the body poses ``T``,
+    `tendon_geometry`). None where the step has no such term."""
     from jaxmb.sim.actuators import affine  # (jaxmb.sim.actuators imports this module)
 
     ten, act, integrator = scene.tendons, scene.actuators, scene.options.integrator
@@ -325,7 +401,7 @@ def mass_weights(scene, q, dt, implicit=True):
     b = ten.damping
     position_gains = integrator == "implicit"
     if position_gains:
-        L = lengths(ten, q)
+        L = tendon_geometry(scene, q, T).L
         b = b + dt * ten.stiffness * ((L < ten.spring_lower) | (L > ten.spring_upper))
     if act.tendon:
         on = np.flatnonzero(np.asarray(act.tendon) >= 0)
@@ -335,18 +411,19 @@ def mass_weights(scene, q, dt, implicit=True):
     return dt * b + (ten.armature if ten.inertial else 0.0)
 
 
-def with_tendon_mass(scene, model, q, ab, dt, implicit=True):
+def with_tendon_mass(scene, model, q, ab, dt, implicit=True, T=None):
     """The articulated-body quantities ``ab`` (`jaxmb.sim.integrators.StepFactors`) of ``model`` (its armature
     the joints' implicit damping) with the free accelerations of ``M + J* W J`` (`mass_weights`), by the
     push-through identity with the factored solve (module docstring); ``ab`` itself where the step has no tendon
-    term. RK4 takes the tendons' armature with MuJoCo's soft constraints, whose rows it solves at every stage."""
-    W = mass_weights(scene, q, dt, implicit)
+    term. RK4 takes the tendons' armature with MuJoCo's soft constraints, whose rows it solves at every stage.
+    ``T``: the body poses at ``q`` (`tendon_geometry`)."""
+    W = mass_weights(scene, q, dt, implicit, T)
     if W is None:
         return ab
     if scene.options.integrator == "rk4" and scene.impedance is None:
         raise ModelError(f"tendons {list(scene.tendons.names)}: under 'rk4' the armature of tendons needs MuJoCo's "
                          "soft constraints (its stages solve their rows); choose them or another integrator")
-    J = moments(scene.tendons).astype(q.dtype)
+    J = tendon_geometry(scene, q, T).J.astype(q.dtype)
     X, H = joint_poses(model, q), hinge_map(model)
     MinvJ = jnp.stack([solve_factored(model, X, H, ab.G, ab.D, j)[0] for j in J])  # (nt, nv): rows J M^-1
     A = J @ MinvJ.T
@@ -360,7 +437,7 @@ def tendon_mass(scene, q, dt, implicit=True):
     W = mass_weights(scene, q, dt, implicit)
     if W is None:
         return None
-    J = moments(scene.tendons).astype(q.dtype)
+    J = tendon_geometry(scene, q).J.astype(q.dtype)
     return J.T @ (W[:, None] * J)
 
 
