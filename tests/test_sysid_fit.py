@@ -77,6 +77,7 @@ def test_panda_identified_from_noisy_forces_within_the_noise():
     Y_full = Y[:n_fit].reshape(-1, Y.shape[-1])
     prior = sysid.parameters(model) * 1.2
     physical = fast_jit(sysid.physical_fit, static_argnums=(3,))(Y_full, y, prior, model.nb, weights)
+    assert bool(physical.converged)
     assert np.all(sysid.physical_margin(physical.pi.reshape(model.nb, 10)) > 0)
     cost_ls = jnp.sum(weights * (W @ fit.theta - y) ** 2)
     assert float(physical.cost) < 1.01 * float(cost_ls), (float(physical.cost), float(cost_ls))

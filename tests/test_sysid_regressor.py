@@ -102,7 +102,7 @@ def test_joint_columns_are_armature_and_friction_forces():
 
 
 def test_regressor_batches_with_vmap():
-    model = testing.random_model(4, n_bodies=4)
+    model = testing.random_model(3, n_bodies=7, armature=True)  # the structure `_evaluate` compiled for above
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
     q, qd, qdd = jax.vmap(testing.random_state, in_axes=(None, 0))(model, keys)
     Y = fast_jit(jax.vmap(sysid.regressor, in_axes=(None, 0, 0, 0)))(model, q, qd, qdd)
