@@ -667,10 +667,26 @@ def _envs_table(res):
     return lines
 
 
+
+def _trajopt_table(res):
+    """Each trajopt problem's compile seconds and solve time, with Crocoddyl's where the run had the peer."""
+    lines = ["| trajopt problem | compile | solve | iterations | Crocoddyl | ratio |", "|---|---|---|---|---|---|"]
+    for r in res.get("results", []):
+        if "per_step_s" in r:
+            solve, its = f"{r['per_step_s'] * 1e3:.1f} ms a control step", f"{r['mean_iterations']:.1f} a solve"
+        else:
+            solve = f"{r['solve_s'] * 1e3:.1f} ms" if r["solve_s"] < 1 else f"{r['solve_s']:.2f} s"
+            its = str(r.get("iterations", r.get("max_iterations", "-")))
+        croc = f"{r['crocoddyl_s'] * 1e3:.1f} ms" if "crocoddyl_s" in r else "-"
+        ratio = f"{r['ratio']:.2f}" if "ratio" in r else "-"
+        lines.append(f"| {r['problem']} | {r['compile_s']:.1f} s | {solve} | {its} | {croc} | {ratio} |")
+    return lines
+
 SCRIPT_TABLES = {"compile": _compile_table, "dynamics": _dynamics_grid, "fused": _fused_table, "loops": _loops_table, "chains": _chains_table,
                  "mjx": _peer_table("mjx", "MJX"), "jaxsim": _peer_table("jaxsim", "jaxsim"),
                  "sim": _sim_table, "models": _models_table, "hamiltonian": _hamiltonian_table,
-                 "partitioning": _partitioning_table, "sensitivity": _sensitivity_table, "envs": _envs_table}
+                 "partitioning": _partitioning_table, "sensitivity": _sensitivity_table, "envs": _envs_table,
+                 "trajopt": _trajopt_table}
 
 
 def script_table(stem, res):

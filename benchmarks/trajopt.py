@@ -72,7 +72,7 @@ def talos_reach(horizon):
 
 
 def single(name, problem, xs, us, spec, croc, rows, repeats):
-    solve = jax.jit(lambda p, xs, us: trajopt.solve(p, xs, us))
+    solve = jaxmb.jit(lambda p, xs, us: trajopt.solve(p, xs, us))
     compile_s, compiled = compile_time(solve, problem, xs, us)
     seconds, sol = best(compiled, problem, xs, us, repeats=repeats)
     row = {"problem": name, "compile_s": compile_s, "solve_s": seconds, "iterations": int(sol.iterations),
@@ -97,7 +97,7 @@ def batch(model, n, croc, rows, horizon):
         p = problem.replace(running=trajopt.retarget(problem.running, t), terminal=trajopt.retarget(problem.terminal, t))
         return trajopt.solve(p, xs, us)
 
-    solve = jax.jit(jax.vmap(one))
+    solve = jaxmb.jit(jax.vmap(one))
     compile_s, compiled = compile_time(solve, targets)
     seconds, sol = best(compiled, targets, repeats=2)
     row = {"problem": f"panda reach, {n} targets", "compile_s": compile_s, "solve_s": seconds,
@@ -121,7 +121,7 @@ def mpc(model, steps, rows, horizon):
         t = jnp.array(reach.TARGET) + 0.1 * jnp.array([0.0, jnp.sin(0.1 * k), jnp.cos(0.1 * k) - 1.0])
         return p.replace(running=trajopt.retarget(p.running, t), terminal=trajopt.retarget(p.terminal, t))
 
-    run = jax.jit(lambda s: trajopt.receding_horizon(scene, problem, s, steps, update, xs, us, substeps=2))
+    run = jaxmb.jit(lambda s: trajopt.receding_horizon(scene, problem, s, steps, update, xs, us, substeps=2))
     state = sim.init_state(scene, problem.x0[:7])
     compile_s, compiled = compile_time(run, state)
     seconds, (_, trace) = best(compiled, state, repeats=2)

@@ -17,20 +17,25 @@ from jaxmb.spatial import Transform
 EPS = 1e-6
 
 
+def perturbed(model, x, u, eps=EPS):
+    """``(xs, us)``: ``(x, u)``, then ``x (+) e_j eps``, ``x (+) -e_j eps`` and ``u +- e_j eps`` (one batch of
+    1 + 2 ndx + 2 nu points, so that a function of them is traced once)."""
+    ndx, nu = 2 * model.nv, u.shape[0]
+    E, Eu = eps * jnp.eye(ndx), eps * jnp.eye(nu)
+    moved = jax.vmap(lambda e: trajopt.integrate_state(model, x, e))(jnp.concatenate([E, -E]))
+    xs = jnp.concatenate([x[None], moved, jnp.broadcast_to(x, (2 * nu, x.shape[0]))])
+    us = jnp.concatenate([jnp.broadcast_to(u, (1 + 2 * ndx, nu)), u + Eu, u - Eu])
+    return xs, us
+
+
 def central_columns(f, model, x, u, eps=EPS):
-    """Columns ``(f(x (+) e_j eps, u) (-) f(x (+) -e_j eps, u)) / 2 eps`` of a state-valued ``f`` at ``f(x, u)``,
-    then those of ``u``: (ndx, ndx), (ndx, nu)."""
-    y = f(x, u)
-
-    def column(e):
-        plus = trajopt.difference(model, y, f(trajopt.integrate_state(model, x, e), u))
-        return (plus - trajopt.difference(model, y, f(trajopt.integrate_state(model, x, -e), u))) / (2 * eps)
-
-    def u_column(e):
-        return (trajopt.difference(model, y, f(x, u + e)) - trajopt.difference(model, y, f(x, u - e))) / (2 * eps)
-
-    return (jax.vmap(column, out_axes=1)(eps * jnp.eye(2 * model.nv)),
-            jax.vmap(u_column, out_axes=1)(eps * jnp.eye(u.shape[0])))
+    """``f(x, u)`` of a state-valued ``f`` and the columns ``(f(x (+) e_j eps, u) (-) f(x (+) -e_j eps, u)) / 2 eps``
+    at it, then those of ``u``: (nx,), (ndx, ndx), (ndx, nu)."""
+    ndx, nu = 2 * model.nv, u.shape[0]
+    ys = jax.vmap(f)(*perturbed(model, x, u, eps))
+    d = jax.vmap(lambda b: trajopt.difference(model, ys[0], b))(ys[1:])
+    plus_x, minus_x, plus_u, minus_u = d[:ndx], d[ndx:2 * ndx], d[2 * ndx:2 * ndx + nu], d[2 * ndx + nu:]
+    return ys[0], ((plus_x - minus_x).T / (2 * eps), (plus_u - minus_u).T / (2 * eps))
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +58,9 @@ def test_step_jacobians_match_central_differences_on_free_and_spherical_joints(f
     model, x = floating
     problem = trajopt.shooting_problem(model, x, 0.01, 1, [], [])
     u = jax.random.normal(jax.random.PRNGKey(2), (model.nv,))
-    d, x_next, (Fx, Fu) = fast_jit(lambda p, x, u: (
-        trajopt.step_derivatives(p, x, u), trajopt.step(p, x, u),
-        central_columns(lambda y, w: trajopt.step(p, y, w), p.model, x, u)))(problem, x, u)
+    d, (x_next, (Fx, Fu)) = fast_jit(lambda p, x, u: (
+        trajopt.step_derivatives(p, x, u), central_columns(lambda y, w: trajopt.step(p, y, w), p.model, x, u)))(
+        problem, x, u)
     assert_close(d.x_next, x_next, 1e-14)
     assert_close(d.Fx, Fx, 1e-7)
     assert_close(d.Fu, Fu, 1e-7)
@@ -75,17 +80,11 @@ def test_cost_gradients_match_central_differences(floating):
                                           0.7, jnp.linspace(0.5, 2.0, 2 * model.nv)),
              trajopt.control_regularization(nu, jnp.ones(nu), 0.1))
     def check(costs, x, u):
-        def value(x, u):
-            return trajopt.cost_value(costs, model, x, u)
-
-        def gx(e):
-            return value(trajopt.integrate_state(model, x, e), u) - value(trajopt.integrate_state(model, x, -e), u)
-
-        def gu(e):
-            return value(x, u + e) - value(x, u - e)
-
-        return (trajopt.cost_derivatives(costs, model, x, u), value(x, u),
-                jax.vmap(gx)(EPS * jnp.eye(2 * model.nv)) / (2 * EPS), jax.vmap(gu)(EPS * jnp.eye(nu)) / (2 * EPS))
+        ndx = 2 * model.nv
+        values = jax.vmap(lambda x, u: trajopt.cost_value(costs, model, x, u))(*perturbed(model, x, u))
+        gx = (values[1:1 + ndx] - values[1 + ndx:1 + 2 * ndx]) / (2 * EPS)
+        gu = (values[1 + 2 * ndx:1 + 2 * ndx + nu] - values[1 + 2 * ndx + nu:]) / (2 * EPS)
+        return trajopt.cost_derivatives(costs, model, x, u), values[0], gx, gu
 
     (l, lx, lu, *_), value, gx, gu = fast_jit(check)(costs, x, jnp.linspace(-1.0, 1.0, nu))
     assert_close(l, value, 1e-14)

@@ -12,7 +12,8 @@ rollout; its costates ``nu_t = V_xx y_t + V_x`` are the multipliers' part. Then
 ``c_theta = -d/d theta [D_w L(w*, lambda*; theta)[y] + sum nu_{t+1} . f(x_t*, u_t*; theta) + nu_0 . x0(theta)]``.
 
 The bounds of box-FDDP are left out (the optimum must not touch them), and ``q`` must be a vector space (screw
-joints: `jaxmb.trajopt.state.is_vector_space`), where a tangent is a plain difference.
+joints: `jaxmb.trajopt.state.is_vector_space`), where a tangent is a plain difference. The step's Jacobian and
+second derivatives and the cost's gradient and Hessian come from one forward-over-forward trace per knot.
 """
 
 import functools
@@ -21,14 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxmb.errors import ModelError
-from jaxmb.trajopt.problem import (
-    Linearization,
-    knot_cost,
-    linearize,
-    step,
-    terminal_cost,
-    total_cost,
-)
+from jaxmb.trajopt.problem import Linearization, knot_cost, step, terminal_cost, total_cost
 from jaxmb.trajopt.riccati import backward_pass
 from jaxmb.trajopt.solver import Options, initial_guess, solve
 
@@ -52,35 +46,44 @@ def _optimum_fwd(problem, xs, us, options):
     return (xs_opt, us_opt), (problem, xs_opt, us_opt)
 
 
-def _lagrangian_hessians(problem, xs, us, lam):
-    """``H`` per knot, (N, ndx + nu, ndx + nu), of ``dt l + lambda_{t+1} . f``, and the terminal (ndx, ndx)."""
-    def knot(x, u, lam_next):
-        def g(z):
-            x_, u_ = z[:x.shape[0]], z[x.shape[0]:]
-            return knot_cost(problem, x_, u_) + jnp.dot(lam_next, step(problem, x_, u_))
+def _knot_derivatives(problem, xs, us):
+    """Per running knot, in ``z = (x, u)``: the step's Jacobian (N, nx, nx + nu) and second derivatives (N, nx,
+    nx + nu, nx + nu), the running cost's gradient (N, nx + nu) and Hessian (N, nx + nu, nx + nu), each by forward
+    mode over the step's and the cost's one trace; the terminal cost's gradient (nx,) and Hessian (nx, nx)."""
+    nx = xs.shape[1]
 
-        return jax.hessian(g)(jnp.concatenate([x, u]))
+    def knot(z):
+        def first(z):
+            J = jax.jacfwd(lambda z: step(problem, z[:nx], z[nx:]))(z)
+            g = jax.grad(lambda z: knot_cost(problem, z[:nx], z[nx:]))(z)
+            return (J, g), (J, g)
 
-    H = jax.vmap(knot)(xs[:-1], us, lam[1:])
-    return H, jax.hessian(lambda x: terminal_cost(problem, x))(xs[-1])
+        (dJ, H), (J, g) = jax.jacfwd(first, has_aux=True)(z)
+        return J, dJ, g, H
+
+    J, dJ, g, H = jax.vmap(knot)(jnp.concatenate([xs[:-1], us], 1))
+    H_T, g_T = jax.jacfwd(lambda x: (jax.grad(lambda x: terminal_cost(problem, x))(x),) * 2, has_aux=True)(xs[-1])
+    return J, dJ, g, H, g_T, H_T
 
 
 def _optimum_bwd(options, res, cotangents):
     problem, xs, us = res
     ct_xs, ct_us = cotangents
-    lin = linearize(problem, xs, us)
     ndx = xs.shape[1]
+    J, dJ, g, H, g_T, H_T = _knot_derivatives(problem, xs, us)
+    Fx, Fu = J[:, :, :ndx], J[:, :, ndx:]
 
     def costate(lam_next, data):
         Lx, Fx = data
         lam = Lx + Fx.T @ lam_next
         return lam, lam
 
-    _, lam = jax.lax.scan(costate, lin.Lx_T, (lin.Lx, lin.Fx), reverse=True)
-    lam = jnp.concatenate([lam, lin.Lx_T[None]])  # (N + 1, ndx)
-    H, H_T = _lagrangian_hessians(problem, xs, us, lam)
-    kkt = Linearization(lin.cost, lin.Fx, lin.Fu, -ct_xs[:-1], -ct_us, H[:, :ndx, :ndx], H[:, ndx:, ndx:],
-                        H[:, :ndx, ndx:], -ct_xs[-1], H_T, jnp.zeros_like(lin.fs))
+    _, lam = jax.lax.scan(costate, g_T, (g[:, :ndx], Fx), reverse=True)
+    lam = jnp.concatenate([lam, g_T[None]])  # (N + 1, ndx)
+    H = H + jnp.einsum("ti,tijk->tjk", lam[1:], dJ)  # the Hessians of dt l + lambda_{t+1} . f
+    zeros = jnp.zeros((xs.shape[0], ndx), xs.dtype)
+    kkt = Linearization(jnp.zeros((), xs.dtype), Fx, Fu, -ct_xs[:-1], -ct_us, H[:, :ndx, :ndx], H[:, ndx:, ndx:],
+                        H[:, :ndx, ndx:], -ct_xs[-1], H_T, zeros)
     bp = backward_pass(kkt, 0.0, jnp.zeros((), bool))
 
     def forward(y, data):
@@ -88,16 +91,18 @@ def _optimum_bwd(options, res, cotangents):
         yu = -k - K @ y
         return Fx @ y + Fu @ yu, (y, yu)
 
-    y_T, (ys, yus) = jax.lax.scan(forward, jnp.zeros(ndx, xs.dtype), (bp.k, bp.K, lin.Fx, lin.Fu))
+    y_T, (ys, yus) = jax.lax.scan(forward, jnp.zeros(ndx, xs.dtype), (bp.k, bp.K, Fx, Fu))
     ys = jnp.concatenate([ys, y_T[None]])
     nu_ = jnp.einsum("tij,tj->ti", bp.Vxx, ys) + bp.Vx  # the multipliers' part of K^-1 c
 
     def phi(p):
         def knot(x, u, y, yu, lam_next, nu_next):
             def g(x_, u_):
-                return knot_cost(p, x_, u_) + jnp.dot(lam_next, step(p, x_, u_))
+                x_next = step(p, x_, u_)
+                return knot_cost(p, x_, u_) + jnp.dot(lam_next, x_next), x_next
 
-            return jax.jvp(g, (x, u), (y, yu))[1] + jnp.dot(nu_next, step(p, x, u))
+            (_, x_next), (dg, _) = jax.jvp(g, (x, u), (y, yu))  # the step traced once for both terms
+            return dg + jnp.dot(nu_next, x_next)
 
         terms = jax.vmap(knot)(xs[:-1], us, ys[:-1], yus, lam[1:], nu_[1:])
         terminal = jax.jvp(lambda x: terminal_cost(p, x), (xs[-1],), (ys[-1],))[1]

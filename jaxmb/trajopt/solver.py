@@ -1,7 +1,8 @@
 """DDP, FDDP and box-FDDP as Crocoddyl 3's ``SolverDDP``, ``SolverFDDP`` and ``SolverBoxFDDP`` (Mastalli et al.,
 "Crocoddyl: An Efficient and Versatile Framework for Multi-Contact Optimal Control", 2020), one ``lax.while_loop``
-of at most ``max_iterations`` iterations, stopped at the tolerance, so that a solve is one compiled program that
-``jax.vmap`` batches.
+of at most ``max_iterations`` iterations (at least one), stopped at the tolerance, so that a solve is one compiled
+program that ``jax.vmap`` batches. The loop body traces the linearization, the backward pass and one rollout once
+each: the line search is a ``lax.while_loop`` over the step lengths, and the rollout returns the trial's gaps.
 
 Each iteration: linearize about the current trajectory (after an accepted step), the backward pass
 (`jaxmb.trajopt.riccati`) at the regularization ``mu`` (raised tenfold and retried while ``Q_uu`` is not positive
@@ -27,7 +28,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxmb.trajopt.problem import gaps, knot_cost, linearize, step, terminal_cost
+from jaxmb.trajopt.problem import knot_cost, linearize, step, terminal_cost
 from jaxmb.trajopt.riccati import backward_pass
 from jaxmb.trajopt.state import difference, integrate_state
 
@@ -77,7 +78,8 @@ class Solution(NamedTuple):
 
 
 def _forward_pass(problem, xs, us, k, K, fs, alpha, keep_gaps, clip):
-    """The trial trajectory at step length ``alpha`` and its cost; ``keep_gaps`` () bool moves each node by
+    """The trial trajectory at step length ``alpha``, its cost and its gaps (N + 1, ndx) (`gaps`, from the states
+    the rollout reached, so that the dynamics are traced once); ``keep_gaps`` () bool moves each node by
     ``(alpha - 1) f_t`` (FDDP), ``clip`` clips the controls to the bounds (box-FDDP)."""
     model = problem.model
 
@@ -90,12 +92,14 @@ def _forward_pass(problem, xs, us, k, K, fs, alpha, keep_gaps, clip):
         u_try = u - alpha * k_t - K_t @ difference(model, x, x_try)
         if clip:
             u_try = jnp.clip(u_try, problem.u_lower, problem.u_upper)
-        return step(problem, x_try, u_try), (x_try, u_try, knot_cost(problem, x_try, u_try))
+        return step(problem, x_try, u_try), (x_reached, x_try, u_try, knot_cost(problem, x_try, u_try))
 
-    x_end, (xs_try, us_try, costs) = jax.lax.scan(knot, problem.x0, (xs[:-1], us, k, K, fs[:-1]))
+    x_end, (reached, xs_try, us_try, costs) = jax.lax.scan(knot, problem.x0, (xs[:-1], us, k, K, fs[:-1]))
     x_T = node(x_end, fs[-1])
     xs_try = jnp.concatenate([xs_try, x_T[None]])
-    return xs_try, us_try, jnp.sum(costs) + terminal_cost(problem, x_T)
+    reached = jnp.concatenate([reached, x_end[None]])  # x0, then step(x_t, u_t) of each trial knot
+    fs_try = jax.vmap(lambda a, b: difference(model, a, b))(xs_try, reached)
+    return xs_try, us_try, jnp.sum(costs) + terminal_cost(problem, x_T), fs_try
 
 
 class _Carry(NamedTuple):
@@ -113,6 +117,7 @@ class _Carry(NamedTuple):
     failed: jnp.ndarray
     k: jnp.ndarray
     K: jnp.ndarray
+    fs: jnp.ndarray
 
 
 def _solve(problem, xs, us, is_feasible, options, method):
@@ -127,18 +132,21 @@ def _solve(problem, xs, us, is_feasible, options, method):
         return backward_pass(c.lin, mu, ~c.is_feasible, extra)
 
     def regularized_backward(c):
-        """Crocoddyl's retry: raise mu after a failed pass; give up once it reaches reg_max."""
+        """Crocoddyl's retry: raise mu after a failed pass; give up once it reaches reg_max. The first pass, at
+        ``c.mu``, is the loop's first iteration, so that the backward pass is traced once."""
         def cond(s):
-            _, bp, give_up, _ = s
-            return bp.failed & ~give_up
+            _, bp, give_up, _, first = s
+            return first | (bp.failed & ~give_up)
 
         def body(s):
-            mu, _, _, tries = s
-            mu = jnp.minimum(mu * o.reg_factor, o.reg_max)
-            return mu, backward(c, mu), (mu == o.reg_max) | (tries >= MAX_RETRIES), tries + 1
+            mu, _, _, tries, first = s
+            mu = jnp.where(first, mu, jnp.minimum(mu * o.reg_factor, o.reg_max))
+            give_up = ~first & ((mu == o.reg_max) | (tries >= MAX_RETRIES))
+            return mu, backward(c, mu), give_up, jnp.where(first, tries, tries + 1), jnp.zeros((), bool)
 
-        bp = backward(c, c.mu)
-        mu, bp, give_up, _ = jax.lax.while_loop(cond, body, (c.mu, bp, jnp.zeros((), bool), 0))
+        bp0 = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(backward, c, c.mu))
+        init = (c.mu, bp0, jnp.zeros((), bool), jnp.zeros((), jnp.int32), jnp.ones((), bool))
+        mu, bp, give_up, _, _ = jax.lax.while_loop(cond, body, init)
         return mu, bp, give_up
 
     def iteration(c):
@@ -156,7 +164,7 @@ def _solve(problem, xs, us, is_feasible, options, method):
         def try_alpha(j):
             alpha = alphas[j]
             keep = infeasible & (alpha != 1.0) if gaps_kept else jnp.zeros((), bool)
-            xs_try, us_try, cost_try = _forward_pass(problem, c.xs, c.us, bp.k, bp.K, fs, alpha, keep, box)
+            xs_try, us_try, cost_try, fs_try = _forward_pass(problem, c.xs, c.us, bp.k, bp.K, fs, alpha, keep, box)
             if gaps_kept:
                 dx = jax.vmap(lambda a, b: difference(problem.model, a, b))(xs_try, c.xs)
                 dv = jnp.where(infeasible, -jnp.einsum("ti,tij,tj->", fs, bp.Vxx, dx), 0.0)
@@ -172,21 +180,22 @@ def _solve(problem, xs, us, is_feasible, options, method):
                                    infeasible & (dV > o.th_acceptnegstep * dVexp))
             else:
                 accept = (dVexp >= 0) & (small | infeasible | (dV > o.th_acceptstep * dVexp))
-            return finite & accept, finite, xs_try, us_try, cost_try, d1, d2
+            return finite & accept, finite, xs_try, us_try, cost_try, fs_try, d1, d2
 
         def search_cond(s):
             j, accepted = s[0], s[1]
             return (j < len(ALPHAS)) & ~accepted
 
         def search_body(s):
-            j, _, _, d1, d2, xs_a, us_a, cost_a = s
-            accept, finite, xs_try, us_try, cost_try, e1, e2 = try_alpha(j)
+            j, _, _, d1, d2, xs_a, us_a, cost_a, fs_a = s
+            accept, finite, xs_try, us_try, cost_try, fs_try, e1, e2 = try_alpha(j)
             d1, d2 = jnp.where(finite, e1, d1), jnp.where(finite, e2, d2)  # a failed rollout leaves d as it was
             return (j + 1, accept, alphas[j], d1, d2, jnp.where(accept, xs_try, xs_a), jnp.where(accept, us_try, us_a),
-                    jnp.where(accept, cost_try, cost_a))
+                    jnp.where(accept, cost_try, cost_a), jnp.where(accept, fs_try, fs_a))
 
-        search = (0, jnp.zeros((), bool), alphas[0], dg, dq, c.xs, c.us, c.cost)
-        _, accepted, alpha, d1, d2, xs_new, us_new, cost_new = jax.lax.while_loop(search_cond, search_body, search)
+        search = (0, jnp.zeros((), bool), alphas[0], dg, dq, c.xs, c.us, c.cost, fs)
+        _, accepted, alpha, d1, d2, xs_new, us_new, cost_new, fs_new = jax.lax.while_loop(search_cond, search_body,
+                                                                                           search)
         if gaps_kept:
             was_feasible = jnp.where(accepted, c.is_feasible, c.was_feasible)
             is_feasible = jnp.where(accepted, was_feasible | (alpha == 1.0), c.is_feasible)
@@ -199,10 +208,10 @@ def _solve(problem, xs, us, is_feasible, options, method):
         stop = jnp.abs(d1 + 0.5 * d2)
         converged = ~give_up & was_feasible & (stop < o.th_stop)
         return _Carry(xs_new, us_new, lin, cost_new, mu, is_feasible, was_feasible, accepted, c.iteration + 1,
-                      stop, converged, failed, bp.k, bp.K)
+                      stop, converged, failed, bp.k, bp.K, fs_new)
 
-    def cond(c):
-        return (c.iteration < o.max_iterations) & ~c.converged & ~c.failed
+    def cond(c):  # at least one iteration: its linearization gives the warm start's gaps
+        return (c.iteration == 0) | ((c.iteration < o.max_iterations) & ~c.converged & ~c.failed)
 
     # the first iteration linearizes (recalc): the loop body is the only place the derivatives are traced
     lin0 = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(linearize, problem, xs, us))
@@ -211,11 +220,10 @@ def _solve(problem, xs, us, is_feasible, options, method):
     init = _Carry(xs, us, lin0, lin0.cost, jnp.asarray(mu0, dtype), jnp.asarray(is_feasible), jnp.zeros((), bool),
                   jnp.ones((), bool), jnp.zeros((), jnp.int32), jnp.asarray(jnp.inf, dtype), jnp.zeros((), bool),
                   jnp.zeros((), bool), jnp.zeros((problem.horizon, nu), dtype),
-                  jnp.zeros((problem.horizon, nu, ndx), dtype))
+                  jnp.zeros((problem.horizon, nu, ndx), dtype), lin0.fs)
     c = jax.lax.while_loop(cond, iteration, init)
-    fs = gaps(problem, c.xs, c.us)
-    return Solution(c.xs, c.us, c.cost, c.iteration, c.converged, c.stop, jnp.max(jnp.abs(fs)), c.is_feasible, c.mu,
-                    c.k, c.K)
+    return Solution(c.xs, c.us, c.cost, c.iteration, c.converged, c.stop, jnp.max(jnp.abs(c.fs)), c.is_feasible,
+                    c.mu, c.k, c.K)
 
 
 def initial_guess(problem, xs=None, us=None):
