@@ -20,7 +20,6 @@ import pickle
 from pathlib import Path
 
 import jax
-import numpy as np
 
 from jaxmb import envs
 

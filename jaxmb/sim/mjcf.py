@@ -26,10 +26,11 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   rotation angle, `jaxmb.sim.ball_limits`) enforced unless the model disables them; the integrator
   (``Euler`` -> ``"euler"``, or ``"implicitfast"`` where joints have damping, which MuJoCo's Euler takes
   implicitly unless the model disables ``eulerdamp``; ``RK4`` -> ``"rk4"``; ``implicitfast`` -> ``"implicitfast"``;
-  ``implicit`` -> ``"implicit_coriolis"``, with the Coriolis forces' velocity derivative), the solver's ``iterations`` and
-  ``tolerance``, and its problem: MuJoCo's PGS, CG and Newton solvers solve one convex problem, jaxmb's
-  ``solver="newton"`` with the file's friction ``cone`` and MuJoCo's soft constraints with the file's numbers
-  (`jaxmb.sim.mjcf_impedance`; a closed-loop scene steps with ``solver="pgs"``); the time step ``dt``.
+  ``implicit`` -> ``"implicit_coriolis"``, with the Coriolis forces' velocity derivative), the solver's
+  ``iterations`` and ``tolerance``, and its problem: MuJoCo's PGS, CG and Newton solvers solve one convex
+  problem, jaxmb's ``solver="newton"`` with the file's friction ``cone`` and MuJoCo's soft constraints with the
+  file's numbers (`jaxmb.sim.mjcf_impedance`; a closed-loop scene steps with ``solver="pgs"``); the time step
+  ``dt``.
 * the fluid (``density``, ``viscosity``, ``wind``, ``fluidshape``, ``fluidcoef``): MuJoCo's inertia-box and
   ellipsoid models (`jaxmb.sim.mjcf_fluid`), explicit in every integrator; under ``implicit`` and
   ``implicitfast``, which differentiate them, refused unless ``drop`` names ``"integrator"``.
@@ -46,13 +47,15 @@ the two (`jaxmb.io.mujoco.mujoco_map`) and reads what a `jaxmb.sim.Scene` takes 
   ``weld``, ``joint`` and (on fixed tendons) ``tendon`` equality as MuJoCo's bilateral soft rows on the tree
   (`jaxmb.sim.equality_rows`, `_equality_rows`) with its ``solref``, ``solimp`` and MuJoCo's approximate inverse
   inertias (`equality_impedance`), through free and ball joints too; an inactive one is left out (``"disabled"``);
-  ``tendon`` equalities on tendons the scene leaves out and other kinds (``flex``) are refused. With ``equalities="embedded"`` (the default with ``impedance=None``) the equality constraints that
-  close a loop of one-degree-of-freedom joints, as constraints of a `jaxmb.loops.LoopModel`: ``connect`` -> `jaxmb.loops.loop_closure` of kind ``"ball"`` (``"planar"`` where the
-  loop is planar, whose third row would vanish), ``weld`` -> ``"weld"`` (as ``connect`` where its ``torquescale`` is
-  zero), ``joint`` -> `jaxmb.loops.coupling` (a linear polynomial) or `jaxmb.loops.explicit` (the polynomial). The
-  reference configuration is the pose the file draws (``qpos0``). They hold exactly, where MuJoCo's are soft
-  (``solref``, ``solimp``). A constraint that cannot be embedded (one through a free or ball joint, one that fixes
-  a joint, an inactive one, a tendon's) is refused unless ``drop`` names ``"equalities"``.
+  ``tendon`` equalities on tendons the scene leaves out and other kinds (``flex``) are refused. With
+  ``equalities="embedded"`` (the default with ``impedance=None``) the equality constraints that close a loop of
+  one-degree-of-freedom joints, as constraints of a `jaxmb.loops.LoopModel`: ``connect`` -> `jaxmb.loops.loop_closure`
+  of kind ``"ball"`` (``"planar"`` where the loop is planar, whose third row would vanish), ``weld`` -> ``"weld"`` (as
+  ``connect`` where its ``torquescale`` is zero), ``joint`` -> `jaxmb.loops.coupling` (a linear polynomial) or
+  `jaxmb.loops.explicit` (the polynomial). The reference configuration is the pose the file draws (``qpos0``). They
+  hold exactly, where MuJoCo's are soft (``solref``, ``solimp``). A constraint that cannot be embedded (one through a
+  free or ball joint, one that fixes a joint, an inactive one, a tendon's) is refused unless ``drop`` names
+  ``"equalities"``.
 
 Everything else the scene would leave out of the file or change, and what the dynamics model leaves out
 (`jaxmb.io.mjcf.not_loaded`), belongs to a category (`CATEGORIES`): `load_mjcf_scene` raises `jaxmb.ModelError`
@@ -314,7 +317,8 @@ def load_mjcf_scene(source, *, assets=None, drop=(), impedance="mujoco", equalit
                    limits=not off["limit"], integrator=integrator,
                    iterations=int(mj.opt.iterations), tolerance=float(mj.opt.tolerance), solver=solver,
                    q0=_qpos0(mujoco, mj, m, model, source_name), fluid=fluid, ball_ranges=_ball_ranges(mj, m),
-                   tendons=tendon_specs, implicit_tendons=int(mj.opt.integrator) != int(mujoco.mjtIntegrator.mjINT_EULER),
+                   tendons=tendon_specs,
+                   implicit_tendons=int(mj.opt.integrator) != int(mujoco.mjtIntegrator.mjINT_EULER),
                    equalities=equality_specs)
     if solver == "newton":  # MuJoCo's problem: the file's friction cone
         options["cone"] = _cone(mujoco, mj)
@@ -802,6 +806,26 @@ def _closed_model(mujoco, mj, tree, m, names, left):
     return close_loops(tree, constraints, q_reference=q_ref, name=tree.name), tuple(ids)
 
 
+def _equality_ends(mujoco, mj, m, tree, e):
+    """``((a, Pa), (b, Pb))``: the two ends of MuJoCo's connect or weld equality ``e``, each the jaxmb body it is on
+    (None: the world) and its frame ``(R, p)`` in that body, at ``qpos0``: sites as they are; a connect's anchor
+    in body 1 and the same point in body 2; a weld's body-2 anchor ``data[0:3]`` meeting body 1's point
+    ``data[3:6]``, body 2 turned by ``relpose`` from body 1."""
+    data = np.asarray(mj.eq_data[e], float)
+    o1, o2 = int(mj.eq_obj1id[e]), int(mj.eq_obj2id[e])
+    if int(mj.eq_objtype[e]) == mujoco.mjtObj.mjOBJ_SITE:
+        ends = [(int(mj.site_bodyid[s]), mj.site_pos[s], mj.site_quat[s]) for s in (o1, o2)]
+    elif int(mj.eq_type[e]) == mujoco.mjtEq.mjEQ_CONNECT:
+        ends = [(o1, data[0:3], (1.0, 0.0, 0.0, 0.0)), (o2, data[3:6], (1.0, 0.0, 0.0, 0.0))]
+    else:
+        ends = [(o1, data[3:6], data[6:10]), (o2, data[0:3], (1.0, 0.0, 0.0, 0.0))]
+    frames = []
+    for b, pos, quat in ends:
+        i, T = m.pose_on_body(b, pos, quat)
+        frames.append((None if i < 0 else tree.body_names[i], (np.asarray(T.R), np.asarray(T.p))))
+    return frames
+
+
 def _equality(mujoco, mj, tree, m, names, e, q_ref):
     """The `jaxmb.loops` constraint of MuJoCo equality ``e``, or why it has none (a string)."""
     eq = mujoco.mjtEq
@@ -810,18 +834,7 @@ def _equality(mujoco, mj, tree, m, names, e, q_ref):
         return "inactive at the start"
     data = np.asarray(mj.eq_data[e], float)
     if kind in (eq.mjEQ_CONNECT, eq.mjEQ_WELD):
-        o1, o2 = int(mj.eq_obj1id[e]), int(mj.eq_obj2id[e])
-        if int(mj.eq_objtype[e]) == mujoco.mjtObj.mjOBJ_SITE:
-            ends = [(int(mj.site_bodyid[s]), mj.site_pos[s], mj.site_quat[s]) for s in (o1, o2)]
-        elif kind == eq.mjEQ_CONNECT:  # anchor in body 1, the same point in body 2 (at qpos0)
-            ends = [(o1, data[0:3], (1.0, 0.0, 0.0, 0.0)), (o2, data[3:6], (1.0, 0.0, 0.0, 0.0))]
-        else:  # body 2's anchor data[0:3] meets body 1's point data[3:6], body 2 turned by relpose from body 1
-            ends = [(o1, data[3:6], data[6:10]), (o2, data[0:3], (1.0, 0.0, 0.0, 0.0))]
-        frames = []
-        for b, pos, quat in ends:
-            i, T = m.pose_on_body(b, pos, quat)
-            frames.append((None if i < 0 else tree.body_names[i], (np.asarray(T.R), np.asarray(T.p))))
-        (a, Pa), (b, Pb) = frames
+        (a, Pa), (b, Pb) = _equality_ends(mujoco, mj, m, tree, e)
         if a == b:
             return "both ends are on one body" if a is not None else "both ends are fixed to the world"
         if kind == eq.mjEQ_WELD and data[10] != 0:
@@ -892,17 +905,7 @@ def _equality_spec(mujoco, mj, tree, m, names, tendon_names, e, label):
     data = np.asarray(mj.eq_data[e], float)
     o1, o2 = int(mj.eq_obj1id[e]), int(mj.eq_obj2id[e])
     if kind in (eq.mjEQ_CONNECT, eq.mjEQ_WELD):
-        if int(mj.eq_objtype[e]) == mujoco.mjtObj.mjOBJ_SITE:
-            ends = [(int(mj.site_bodyid[s]), mj.site_pos[s], mj.site_quat[s]) for s in (o1, o2)]
-        elif kind == eq.mjEQ_CONNECT:  # anchor in body 1, the same point in body 2 (at qpos0)
-            ends = [(o1, data[0:3], (1.0, 0.0, 0.0, 0.0)), (o2, data[3:6], (1.0, 0.0, 0.0, 0.0))]
-        else:  # body 2's anchor data[0:3] meets body 1's point data[3:6], body 2 turned by relpose from body 1
-            ends = [(o1, data[3:6], data[6:10]), (o2, data[0:3], (1.0, 0.0, 0.0, 0.0))]
-        frames = []
-        for b, pos, quat in ends:
-            i, T = m.pose_on_body(b, pos, quat)
-            frames.append((None if i < 0 else tree.body_names[i], (np.asarray(T.R), np.asarray(T.p))))
-        (a, Pa), (b, Pb) = frames
+        (a, Pa), (b, Pb) = _equality_ends(mujoco, mj, m, tree, e)
         if a == b:
             return None
         if kind == eq.mjEQ_CONNECT:

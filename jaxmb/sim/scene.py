@@ -176,7 +176,9 @@ def make_scene(model, geoms=(), *, pairs_include=None, pairs_exclude=(), exclude
     neutral configuration; a closed-loop scene's is projected onto its loops when a state starts from it); fluid:
     a `jaxmb.sim.fluid.Fluid` on the spanning tree's bodies (`jaxmb.sim.fluid.fluid`), taken explicitly by every
     integrator; ball_ranges: {ball joint name: the largest angle (radians) its rotation may reach}, enforced
-    with ``limits`` by one row each (`jaxmb.sim.ball_limits`; a tree only, every limit row each step); tendons: `jaxmb.sim.tendons.fixed_tendon` and `jaxmb.sim.spatial_tendons.spatial_tendon` specs, which actuators with ``transmission="tendon"``
+    with ``limits`` by one row each (`jaxmb.sim.ball_limits`; a tree only, every limit row each step); tendons:
+    `jaxmb.sim.tendons.fixed_tendon` and `jaxmb.sim.spatial_tendons.spatial_tendon` specs, which actuators with
+    ``transmission="tendon"``
     drive (`jaxmb.sim.actuators.on_tendon`); implicit_tendons: the implicit integrators take the tendons' damping and
     their servos' gains into their step as MuJoCo's ``implicitfast`` (False: explicitly, as MuJoCo's Euler;
     `jaxmb.sim.tendons`); equalities: `jaxmb.sim.equality_rows` specs (`connect`, `weld`, `joint_equality`,

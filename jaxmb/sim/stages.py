@@ -71,8 +71,9 @@ def joint_forces(scene, q, qd, ctrl, T=None):
 
 def actuation(scene, model, q, v, ctrl, applied: Applied, T) -> Actuation:
     """`Actuation` at ``(q, v)`` under the controls ``ctrl``, the `jaxmb.sim.inputs.Applied` inputs and the scene's
-    fluid (`jaxmb.sim.fluid`), whose body wrenches act at the body poses ``T`` (None without either): ``v`` is ``qd`` for a tree, the independent velocities
-    ``yd`` of a closed-loop ``model``, whose forces are taken to them by its embedding ``G``."""
+    fluid (`jaxmb.sim.fluid`), whose body wrenches act at the body poses ``T`` (None without either): ``v`` is
+    ``qd`` for a tree, the independent velocities ``yd`` of a closed-loop ``model``, whose forces are taken to them
+    by its embedding ``G``."""
     f_applied = with_applied(None, scene.tree, T, applied)
     if not is_closed(model):
         tau = joint_forces(scene, q, v, ctrl, T)

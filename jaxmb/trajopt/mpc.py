@@ -39,8 +39,8 @@ def receding_horizon(scene, problem, state, steps, update=None, xs=None, us=None
                      method="fddp", options=None):
     """``(final sim state, MpcTrace)``: ``steps`` control steps of MPC (module docstring) from the `jaxmb.sim` state
     ``state``; each solve starts from ``(q, qd)`` of the simulator, runs at most ``options.max_iterations``
-    iterations (ten where ``options`` is None) and is warm-started from the previous one (``xs``, ``us`` the first warm start: ``x`` at every node
-    and zero controls where None). The control step is ``substeps * sim_dt`` (``sim_dt`` defaults to the
+    iterations (ten where ``options`` is None) and is warm-started from the previous one (``xs``, ``us`` the first
+    warm start: ``x`` at every node and zero controls where None). The control step is ``substeps * sim_dt`` (``sim_dt`` defaults to the
     problem's ``dt / substeps``). ``scene``'s model must be the problem's (its controls are not used)."""
     options = Options(max_iterations=10) if options is None else options
     model = problem.model
