@@ -62,22 +62,23 @@ def se3_log(R, p):
 
 
 def _block_difference(kind, q0, q1):
+    """The tangent from ``q0`` to ``q1`` of one joint of ``kind``, one of the four of `jaxmb.joints.KINDS`."""
     if kind == "screw":
         return q1 - q0
     if kind == "spherical":
         return quat_log(quat_multiply(_quat_conjugate(q0), q1))
-    if kind == "free":
-        rel = quat_multiply(_quat_conjugate(q0[3:]), q1[3:])
-        return se3_log(quat_to_matrix(rel), quat_to_matrix(q0[3:]).T @ (q1[:3] - q0[:3]))
-    if kind == "planar":  # an SE(2) logarithm: the planar joint integrates a constant body twist [vx, vy, w]
-        c, s = jnp.cos(q0[2]), jnp.sin(q0[2])
-        dp = jnp.stack([c * (q1[0] - q0[0]) + s * (q1[1] - q0[1]), -s * (q1[0] - q0[0]) + c * (q1[1] - q0[1]),
-                        jnp.zeros_like(q0[0])])
-        dtheta = q1[2] - q0[2]
-        r = jnp.stack([jnp.zeros_like(dtheta), jnp.zeros_like(dtheta), dtheta])
-        v = jnp.linalg.solve(so3_left_jacobian(r), dp)
-        return jnp.stack([v[0], v[1], dtheta])
-    raise NotImplementedError(kind)
+    if kind == "free":  # the SE(3) logarithm of q0^-1 q1, its rotation read from the quaternions themselves
+        w = quat_log(quat_multiply(_quat_conjugate(q0[3:]), q1[3:]))
+        dp = quat_to_matrix(q0[3:]).T @ (q1[:3] - q0[:3])
+        return jnp.concatenate([w, jnp.linalg.solve(so3_left_jacobian(w), dp)])
+    # planar: an SE(2) logarithm, the planar joint integrating a constant body twist [vx, vy, w]
+    c, s = jnp.cos(q0[2]), jnp.sin(q0[2])
+    dp = jnp.stack([c * (q1[0] - q0[0]) + s * (q1[1] - q0[1]), -s * (q1[0] - q0[0]) + c * (q1[1] - q0[1]),
+                    jnp.zeros_like(q0[0])])
+    dtheta = q1[2] - q0[2]
+    r = jnp.stack([jnp.zeros_like(dtheta), jnp.zeros_like(dtheta), dtheta])
+    v = jnp.linalg.solve(so3_left_jacobian(r), dp)
+    return jnp.stack([v[0], v[1], dtheta])
 
 
 def configuration_difference(model, q0, q1):
