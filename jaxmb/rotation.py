@@ -102,6 +102,21 @@ def so3_left_jacobian(r):
     return jnp.eye(3, dtype=r.dtype) + a[..., None, None] * rx + b[..., None, None] * mm(rx, rx)
 
 
+def so3_dexp_inverse(r, w):
+    """``dexp^-1_r(w) = w + r x w / 2 + c r x (r x w)`` (3,), ``c = (1 - (t/2) cot(t/2)) / t^2``, ``t = |r|``: the
+    rate of the rotation vector ``r`` of ``R0 exp(r)`` turning at the body angular velocity ``w`` (the inverse of
+    SO(3)'s right Jacobian). Runge-Kutta-Munthe-Kaas stages take it (Munthe-Kaas, "High order Runge-Kutta methods
+    on manifolds", 1999). ``c`` is its Taylor series ``1/12 + t^2/720 + t^4/30240`` below ``t = 1e-2``, where the
+    closed form would lose digits to cancellation, and the next term is below float64 rounding."""
+    t = safe_norm(r)
+    small = t < 1e-2
+    ts = jnp.where(small, 1.0, t)
+    c = jnp.where(small, 1.0 / 12.0 + t**2 / 720.0 + t**4 / 30240.0,
+                  (1.0 - 0.5 * ts / jnp.tan(0.5 * ts)) / ts**2)
+    rw = cross3(r, w)
+    return w + 0.5 * rw + c[..., None] * cross3(r, rw)
+
+
 def axis_angle_to_matrix(axis, angle):
     """Rodrigues' formula for a unit ``axis`` (3,) and an ``angle`` (): ``1 + sin a~ + (1 - cos) a~ a~``."""
     ax = skew(axis)

@@ -16,12 +16,15 @@
 ``implicit_coriolis``  MuJoCo's ``implicit``: ``implicitfast`` with the velocity derivative of the Coriolis and
               centrifugal forces too, ``(M + dt D + dt d(C qd)/d qd) (qd+ - qd) = dt f``, a dense solve
               (`implicit_in_velocity`); the constraint rows solved on ``M``, as MuJoCo's.
-``rk4``       the classical fourth-order Runge-Kutta method on ``(q, qd)`` in the coordinates of ``q``
-              (quaternion rates by `jaxmb.configuration_rate`), a free joint's linear velocity in its joint frame's
-              axes (`in_joint_axes`), quaternions normalized once at the end: fourth order on every joint, free
-              bodies included, and a body in free flight on its straight line. Constraint forces (contacts of the
+``rk4``       the classical fourth-order Runge-Kutta tableau as Runge-Kutta-Munthe-Kaas stages (Munthe-Kaas, "High
+              order Runge-Kutta methods on manifolds", 1999), which MuJoCo's ``mj_step`` takes: each stage moves
+              from the step's start by an increment ``theta`` (`stage_configuration`), a ball or free joint turning
+              to ``quat exp(theta)`` at the rate ``dexp^-1_theta(w)`` (`stage_rates`), a free joint's linear
+              velocity in its joint frame's axes (`in_joint_axes`): fourth order on every joint, quaternions unit
+              at every stage, a body in free flight on its straight line. Constraint forces (contacts of the
               constraint model, limits, Coulomb friction) are solved once at the start of the step, as for
-              ``euler``, and held over the stages; compliant contact forces are evaluated at every stage.
+              ``euler``, and held over the stages, except with MuJoCo's soft rows, solved at every stage as
+              MuJoCo's; compliant contact forces are evaluated at every stage.
 
 Every scheme takes the applied inputs of `jaxmb.sim.inputs` (generalized forces and body wrenches) beside the
 controls. A closed-loop scene (`jaxmb.loops.LoopModel`) steps in its own coordinates, the spanning ``q`` and the
@@ -31,6 +34,7 @@ configuration is projected back onto the loop constraints at the end of every st
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -40,7 +44,8 @@ from jaxmb.dynamics.derivatives import inverse_dynamics_derivatives
 from jaxmb.hinges import hinge_map
 from jaxmb.kinematics import body_velocities
 from jaxmb.loops.articulated import forward_dynamics as loop_forward_dynamics
-from jaxmb.rotation import quat_exp, quat_to_matrix
+from jaxmb.joints import PLANAR
+from jaxmb.rotation import quat_exp, quat_multiply, quat_to_matrix, so3_dexp_inverse
 from jaxmb.sim.actuators import implicit_damping
 from jaxmb.sim.closed_loops import advance as loop_advance
 from jaxmb.sim.closed_loops import is_closed, project, with_armature
@@ -79,10 +84,9 @@ def _plus(f, g):
 
 def in_joint_axes(model, q, qd, inverse=False):
     """``qd`` (nv,) with each free joint's linear velocity ``v`` (body axes) as ``R v`` in its joint frame's axes,
-    ``R`` the rotation of the joint's quaternion at ``q``, normalized (RK4's stages move it off the unit sphere)
-    (``inverse``: back, ``R* v``). RK4 integrates a free joint's linear velocity
-    in these axes, in which a body in free flight keeps it constant, as MuJoCo's free joints do (a rotating vector in
-    body axes would lose its length to the method's truncation)."""
+    ``R`` the rotation of the joint's quaternion at ``q``, normalized (``inverse``: back, ``R* v``). RK4 integrates
+    a free joint's linear velocity in these axes, in which a body in free flight keeps it constant, as MuJoCo's free
+    joints do (a rotating vector in body axes would lose its length to the method's truncation)."""
     for blk in model.topology.kind_blocks:
         if blk.kind == "free":
             quat = q[blk.q_index[:, 3:]]
@@ -90,6 +94,41 @@ def in_joint_axes(model, q, qd, inverse=False):
             R = jnp.swapaxes(R, -1, -2) if inverse else R
             qd = qd.at[blk.v_index[:, 3:]].set(mv(R, qd[blk.v_index[:, 3:]]))
     return qd
+
+
+def stage_configuration(model, q, theta):
+    """``q (+) theta`` (nq,): the configuration a Runge-Kutta-Munthe-Kaas stage reaches from ``q`` by the increment
+    ``theta`` (nv,). A ball joint turns to ``quat exp(theta)`` (``theta`` a body-axes rotation vector); a free joint
+    turns so and moves its origin by ``theta``'s linear part, in its joint frame's axes (`in_joint_axes`); screw and
+    planar joints add ``theta`` to their coordinates."""
+    for blk in model.topology.kind_blocks:
+        qk, th = q[blk.q_index], theta[blk.v_index]
+        if blk.kind == "spherical":
+            q = q.at[blk.q_index].set(quat_multiply(qk, quat_exp(th)))
+        elif blk.kind == "free":
+            q = q.at[blk.q_index].set(jnp.concatenate([qk[:, :3] + th[:, 3:],
+                                                       quat_multiply(qk[:, 3:], quat_exp(th[:, :3]))], -1))
+        else:
+            q = q.at[blk.q_index].set(qk + th)
+    return q
+
+
+def stage_rates(model, q_s, theta, w_s):
+    """``d theta/dt`` (nv,) at the stage ``q_s = q (+) theta`` (`stage_configuration`) of velocity ``w_s`` (nv,),
+    `in_joint_axes`): a rotation vector's ``dexp^-1_theta(w)`` (`jaxmb.rotation.so3_dexp_inverse`), a free
+    joint's linear velocity as it is, a planar joint's configuration rate; a screw's velocity. Taken with
+    `stage_configuration`, the classical tableau is fourth order on every joint and keeps quaternions unit."""
+    rates = w_s
+    for blk in model.topology.kind_blocks:
+        if blk.kind == "spherical":
+            rates = rates.at[blk.v_index].set(so3_dexp_inverse(theta[blk.v_index], w_s[blk.v_index]))
+        elif blk.kind == "free":
+            turn = blk.v_index[:, :3]
+            rates = rates.at[turn].set(so3_dexp_inverse(theta[turn], w_s[turn]))
+        elif blk.kind == "planar":
+            rates = rates.at[blk.v_index].set(jax.vmap(PLANAR.configuration_rate)(q_s[blk.q_index],
+                                                                                  w_s[blk.v_index]))
+    return rates
 
 
 def unit_quaternions(model, q):
@@ -209,11 +248,11 @@ def euler(scene, q, qd, ctrl, dt, warm, implicit=False, position_gains=True, cor
 def rk4(scene, q, qd, ctrl, dt, warm, applied=Applied()) -> Advance:
     """Classical Runge-Kutta (module docstring) under the controls ``ctrl`` and the `jaxmb.sim.inputs.Applied`
     inputs, the body wrenches re-expressed at each stage's pose. A closed-loop scene's stages move its spanning
-    ``q`` at ``G(q) yd``, whose exact flow keeps ``phi(q) = 0``; the end of the step projects onto it. A scene with
-    MuJoCo's soft constraints (`jaxmb.sim.impedance`) steps as MuJoCo's RK4: it solves them at every stage, the
-    stage's accelerations ``(v - v_s) / dt`` of the velocity problem at the stage (its minimizer is the
-    accelerations' problem's, whatever the ``dt``), the first stage's those of the step's start. Its stages are the
-    classical method's in the coordinates of ``q``, as MuJoCo's ``mj_step`` takes them (quaternions included)."""
+    ``q`` at ``G(q) yd``, whose exact flow keeps ``phi(q) = 0``, as classical stages in its coordinates; the end
+    of the step projects onto it. A scene with MuJoCo's soft constraints (`jaxmb.sim.impedance`) steps as
+    MuJoCo's RK4: it solves them at every stage, the stage's accelerations ``(v - v_s) / dt`` of the velocity
+    problem at the stage (its minimizer is the accelerations' problem's, whatever the ``dt``), the first stage's
+    those of the step's start."""
     model, tree = scene.model, scene.tree
     closed = is_closed(model)
     soft = scene.impedance is not None
@@ -244,26 +283,28 @@ def rk4(scene, q, qd, ctrl, dt, warm, applied=Applied()) -> Advance:
         return configuration_rate(tree, q_s, act.qd), _accelerations(model, q_u, v_s, act.tau + cf.tau,
                                                                      _plus(f_ext, act.f_applied))
 
-    if closed:
-        staged = rate
-    else:  # free joints' linear velocities in their joint frames' axes (`in_joint_axes`)
-        def staged(q_s, w_s, s=None):
-            v_s = in_joint_axes(tree, q_s, w_s, inverse=True)
-            q_rate, qdd = rate(q_s, v_s, s)
-            for blk in tree.topology.kind_blocks:  # dp/dt = R v, exactly the velocity integrated
-                if blk.kind == "free":
-                    q_rate = q_rate.at[blk.q_index[:, :3]].set(w_s[blk.v_index[:, 3:]])
-            return q_rate, in_joint_axes(tree, q_s, qdd + turning_rates(tree, v_s))
-
-    w = qd if closed else in_joint_axes(tree, q, qd)
-    k1 = staged(q, w, s0 if soft else None)  # the step's start, whose rows are solved
-    k2 = staged(q + 0.5 * dt * k1[0], w + 0.5 * dt * k1[1])
-    k3 = staged(q + 0.5 * dt * k2[0], w + 0.5 * dt * k2[1])
-    k4 = staged(q + dt * k3[0], w + dt * k3[1])
-    q_next = q + dt / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
-    w_next = w + dt / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
-    q_next = unit_quaternions(tree, q_next)
-    if closed:
+    if closed:  # classical stages in the spanning coordinates
+        k1 = rate(q, qd, s0 if soft else None)  # the step's start, whose rows are solved
+        k2 = rate(q + 0.5 * dt * k1[0], qd + 0.5 * dt * k1[1])
+        k3 = rate(q + 0.5 * dt * k2[0], qd + 0.5 * dt * k2[1])
+        k4 = rate(q + dt * k3[0], qd + dt * k3[1])
+        q_next = unit_quaternions(tree, q + dt / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0]))
         q_next, loops_closed = project(model, q_next)
-        return Advance(q_next, w_next, cf, loops_closed, s0)
+        return Advance(q_next, qd + dt / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1]), cf, loops_closed, s0)
+
+    def staged(theta, w_s, s=None):
+        """``(d theta/dt, dw/dt)`` at the stage ``q (+) theta`` of velocity ``w_s`` (free joints' linear velocities
+        in their joint frames' axes, `in_joint_axes`)."""
+        q_s = stage_configuration(tree, q, theta)
+        v_s = in_joint_axes(tree, q_s, w_s, inverse=True)
+        qdd = rate(q_s, v_s, s)[1]
+        return stage_rates(tree, q_s, theta, w_s), in_joint_axes(tree, q_s, qdd + turning_rates(tree, v_s))
+
+    w = in_joint_axes(tree, q, qd)
+    k1 = staged(jnp.zeros_like(w), w, s0 if soft else None)  # the step's start, whose rows are solved
+    k2 = staged(0.5 * dt * k1[0], w + 0.5 * dt * k1[1])
+    k3 = staged(0.5 * dt * k2[0], w + 0.5 * dt * k2[1])
+    k4 = staged(dt * k3[0], w + dt * k3[1])
+    q_next = unit_quaternions(tree, stage_configuration(tree, q, dt / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])))
+    w_next = w + dt / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
     return Advance(q_next, in_joint_axes(tree, q_next, w_next, inverse=True), cf, jnp.asarray(True), s0)
