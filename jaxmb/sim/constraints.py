@@ -154,7 +154,7 @@ def newton_forces(scene, model, q, qd, dt, warm, kin, ab, rows: Rows) -> Constra
     dense = dense or any(j < 0 for j in coordinate) or dense_rows(scene)
     if dense:
         M = ab.G.T @ mass_matrix(model.tree, q) @ ab.G if closed else mass_matrix(model, q)
-        extra = tendon_mass(scene, q, dt, implicit=scene.impedance is None)  # (`jaxmb.sim.integrators.euler`)
+        extra = tendon_mass(scene, q, dt, implicit=scene.impedance is None, T=kin.T)  # (`jaxmb.sim.integrators.euler`)
         metric = DenseMetric(M if extra is None else M + extra)
     else:
         metric = TreeMetric(kin.X, hinge_map(model), ab.G, ab.D, body_inertias(model),

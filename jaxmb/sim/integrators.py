@@ -176,7 +176,7 @@ def turning_jacobian(model, qd):
     return out
 
 
-def implicit_in_velocity(scene, model, q, qd, act, D, dt):
+def implicit_in_velocity(scene, model, q, qd, act, D, dt, T=None):
     """The accelerations ``a`` (nv,) of MuJoCo's ``implicit`` step under the generalized forces of ``act`` (a
     `jaxmb.sim.stages.Actuation`, the constraint forces included): ``(M - dt K) a = f`` with ``f = tau - ID(q, qd,
     0) + M t`` the smooth forces and ``K = d f / d qd = -diag(D) - d ID / d qd + M d t / d qd`` their velocity
@@ -184,10 +184,11 @@ def implicit_in_velocity(scene, model, q, qd, act, D, dt):
     the free joints' `turning_rates`, so that ``a`` is, as `euler`'s accelerations are, in the axes the step starts
     from: MuJoCo's problem in its coordinates (a free joint's linear velocity in world axes) is this one carried by
     the rotation of each free joint's linear part, which is orthogonal. ``D`` (nv,): `implicit_damping` without
-    position gains. M includes the tendons' armature."""
+    position gains. M includes the tendons' armature; ``T``: the body poses at ``q``
+    (`jaxmb.sim.tendons.tendon_geometry`)."""
     idd = inverse_dynamics_derivatives(model, q, qd, jnp.zeros_like(qd), act.f_applied)
     M = idd.M
-    armature = tendon_mass(scene, q, dt, implicit=False)
+    armature = tendon_mass(scene, q, dt, implicit=False, T=T)
     if armature is not None:
         M = M + armature
     A = M + dt * (jnp.diag(D) + idd.dtau_dqd - M @ turning_jacobian(model, qd))
@@ -220,7 +221,7 @@ def euler(scene, q, qd, ctrl, dt, warm, implicit=False, position_gains=True, cor
     if on_M:
         forced = s.actuation._replace(tau=s.actuation.tau + cf.tau)
         if coriolis:
-            qd_next = qd + dt * implicit_in_velocity(scene, model, q, qd, forced, D, dt)
+            qd_next = qd + dt * implicit_in_velocity(scene, model, q, qd, forced, D, dt, s.kinematics.T)
         elif closed:
             qd_next = qd + dt * _accelerations(damped, q, qd, forced.tau, forced.f_applied)
         else:

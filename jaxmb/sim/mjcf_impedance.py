@@ -5,8 +5,8 @@ explicit ``<pair>``'s own ``solref``, ``solimp``, ``margin`` and ``gap``; else t
 ``solref`` and ``solimp``, or at equal priority their mix by ``solmix`` (``solimp`` and a positive ``solref``
 weighted by ``solmix_1 / (solmix_1 + solmix_2)``, a direct ``solref`` the smaller of each number). The margin is
 the installed MuJoCo's: from MuJoCo 4 the sum of the two geoms' margins (a pair's own margin), gaps unused; before
-it the larger margin less the larger gap (a pair's margin less its gap). Each slot's inverse inertia is the translational ``body_invweight0`` of its two geoms'
-bodies; a limited coordinate and a ball joint's range take the joint's ``jnt_solref``, ``jnt_solimp`` and
+it the larger margin less the larger gap (a pair's margin less its gap). Each slot's inverse inertia is the
+translational ``body_invweight0`` of its two geoms' bodies; a limited coordinate and a ball joint's range take the joint's ``jnt_solref``, ``jnt_solimp`` and
 ``jnt_margin``, a joint-friction row its degree of freedom's ``dof_solref`` and ``dof_solimp``; every coordinate its
 ``dof_invweight0``; the scene
 the file's ``opt.impratio``.

@@ -264,8 +264,8 @@ def residuals(prob: Problem, p):
     """How far ``p`` is from solving the problem, per condition (each (nc,) or (k,), zero at a solution):
     ``normal`` the complementarity ``min(p_n, w_n)`` with ``w = A p + b``; ``cone`` the excess ``|p_t| - mu p_n``;
     ``slip`` for contacts inside the cone (sticking) the slip ``|w_t|``, and for those on its edge the
-    misalignment ``|p_t + mu p_n w_t/|w_t||`` of the friction with the slip; ``scalar`` for the scalar rows the distance of ``p_j`` from the projection of
-    ``p_j - w_j`` on its bounds."""
+    misalignment ``|p_t + mu p_n w_t/|w_t||`` of the friction with the slip; ``scalar`` for the scalar rows the
+    distance of ``p_j`` from the projection of ``p_j - w_j`` on its bounds."""
     nc = prob.mu.shape[0]
     w = prob.A @ p + prob.b
     pc, wc = p[: 3 * nc].reshape(nc, 3), w[: 3 * nc].reshape(nc, 3)

@@ -69,8 +69,8 @@ class State(NamedTuple):
     `jaxmb.sim.closed_loops`), ``t`` () time, ``act`` (na,) the activations of the actuators with activation
     dynamics (`jaxmb.sim.actuators`), ``impulse`` (rows,) the constraint solver's warm
     start, its last impulses (the Newton solver's cones: ``-D w`` before the projection, `jaxmb.sim.newton`; the
-    contact forces are ``contact.force``), ``contact`` the last step's `ContactState`, ``diverged`` () int32: zero while the
-    world runs, else the bits of why the step that stopped it did (`NONFINITE_STATE`, `NONFINITE_CONTROL`,
+    contact forces are ``contact.force``), ``contact`` the last step's `ContactState`, ``diverged`` () int32: zero
+    while the world runs, else the bits of why the step that stopped it did (`NONFINITE_STATE`, `NONFINITE_CONTROL`,
     `LOOPS_OPEN`), and the world is frozen from then on."""
 
     q: jnp.ndarray

@@ -431,13 +431,13 @@ def with_tendon_mass(scene, model, q, ab, dt, implicit=True, T=None):
     return ab._replace(qdd=ab.qdd - MinvJ.T @ (W * y))
 
 
-def tendon_mass(scene, q, dt, implicit=True):
+def tendon_mass(scene, q, dt, implicit=True, T=None):
     """``J* W J`` (nv, nv) of `mass_weights`, or None: what the Newton solver's dense metric adds to the mass
-    matrix."""
-    W = mass_weights(scene, q, dt, implicit)
+    matrix. ``T``: the body poses at ``q`` (`tendon_geometry`)."""
+    W = mass_weights(scene, q, dt, implicit, T)
     if W is None:
         return None
-    J = tendon_geometry(scene, q).J.astype(q.dtype)
+    J = tendon_geometry(scene, q, T).J.astype(q.dtype)
     return J.T @ (W[:, None] * J)
 
 
