@@ -93,8 +93,9 @@ def fluid(tree, density=0.0, viscosity=0.0, wind=(0.0, 0.0, 0.0), boxes=(), box_
     their principal axes ``box_axes`` (nx, 3, 3) in the body frames (None: the eigenvectors of each body's
     ``inertia``; where two principal moments are equal, any pair of axes in their plane is principal, and the
     box's quadratic drag depends on which: MuJoCo's are its ``body_iquat``); ``ellipsoids``, one dict per geom of
-    the ellipsoid model with the keys ``body`` (a name), ``R`` (3, 3), ``p`` (3,), ``semiaxes`` (3,), ``coefficients`` (5,), ``added_mass`` (3,), ``added_inertia``
-    (3,). A body may take one model only. Raises `jaxmb.ModelError` naming the body or number at fault."""
+    the ellipsoid model with the keys ``body`` (a name), ``R`` (3, 3), ``p`` (3,), ``semiaxes`` (3,),
+    ``coefficients`` (5,), ``added_mass`` (3,), ``added_inertia`` (3,). A body may take one model only. Raises
+    `jaxmb.ModelError` naming the body or number at fault."""
     dtype = tree.mass.dtype
     names = list(tree.body_names)
 
