@@ -2,7 +2,7 @@
 
     python benchmarks/hamiltonian.py            # n = 4 ... 128; batch 1024; 1e5 RK4 steps
     python benchmarks/hamiltonian.py --quick    # n = 4, 16, 64; batch 256; 1e5 RK4 steps
-    python benchmarks/hamiltonian.py --tiny     # n = 4; batch 4; 1e3 steps (proves the script runs)
+    python benchmarks/hamiltonian.py --tiny     # n = 4 chain; batch 4; 1e3 steps; two drift runs (proves it runs)
 
 1. Cost of `jaxmb.dynamics.hamiltonian.hamiltonian_dynamics` (``(q, p) -> (qd, pd)``, three sweeps) against
    `jaxmb.forward_dynamics` (``(q, qd) -> qdd``, three sweeps) on random revolute chains and balanced binary trees:
@@ -53,10 +53,12 @@ def flops(f, *args):
     return float(cost.get("flops", float("nan")))
 
 
-def cost_rows(sizes, batch):
+def cost_rows(sizes, batch, kinds=("chain", "binary_tree")):
     rows = []
     for n in sizes:
         for shape, parents in shapes(n).items():
+            if shape not in kinds:
+                continue
             model = random_model(0, n_bodies=n, joint_mix="revolute", parents=parents)
             keys = jax.random.split(jax.random.PRNGKey(0), batch)
             q, qd, tau = jax.vmap(lambda k: random_state(model, k))(keys)
@@ -124,13 +126,17 @@ def energy_rows(rk4_steps, samples):
         r["first_tenth_mean"], r["last_tenth_mean"], r["max"] = (float(err[:tenth].mean()),
                                                                  float(err[-tenth:].mean()), float(err.max()))
         print(f"double pendulum {name:21s} dt={r['dt']:.4f} over {T:.0f} s: |dE| first tenth "
-              f"{r['first_tenth_mean']:.2e}, last tenth {r['last_tenth_mean']:.2e}, max {r['max']:.2e}; wall {r['wall_s']:.2f} s", flush=True)
+              f"{r['first_tenth_mean']:.2e}, last tenth {r['last_tenth_mean']:.2e}, max {r['max']:.2e}; "
+              f"wall {r['wall_s']:.2f} s", flush=True)
     return dict(horizon_s=T, iterations=ITERATIONS, samples=samples, runs=out)
 
 
-def drift_rows(steps, samples):
+DRIFT_METHODS = ("rk4_velocities", "rk4_momenta", "implicit_midpoint", "generalized_leapfrog")
+
+
+def drift_rows(steps, samples, methods=DRIFT_METHODS):
     """``max |phi(q)|`` of the four-bar leg over ``steps`` steps of 2 ms: RK4 on ``(q, yd)`` without projection
-    against the symplectic steps."""
+    against the symplectic steps (those of ``methods``)."""
     lm = loops.mechanisms.four_bar_leg()
     q = loops.mechanisms.reference_configuration(lm)
     yd = jnp.array([0.0, 2.0])
@@ -151,6 +157,8 @@ def drift_rows(steps, samples):
                           ("rk4_momenta", lambda y: rk4(hamilton, y, dt), (q, p)),
                           ("implicit_midpoint", lambda y: implicit_midpoint(lm, *y, tau, dt)[:2], (q, p)),
                           ("generalized_leapfrog", lambda y: generalized_leapfrog(lm, *y, tau, dt)[:2], (q, p))):
+        if name not in methods:
+            continue
         e, wall = run(step, phi, y, steps, samples)
         out[name] = dict(max_phi=float(np.max(e)), final_phi=float(e[-1]), wall_s=wall, phi=e.tolist())
         print(f"four-bar leg {name:21s} over {steps * dt:.1f} s: max |phi| {out[name]['max_phi']:.2e}, wall "
@@ -191,15 +199,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     size = ap.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="n = 4, 16, 64; batch 256")
-    size.add_argument("--tiny", action="store_true", help="n = 4; batch 4; 1e3 steps: proves the script runs")
+    size.add_argument("--tiny", action="store_true", help="n = 4, a chain; batch 4; 1e3 steps; drift of RK4 and the "
+                      "leapfrog only: proves the script runs")
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
     sizes = [4] if args.tiny else [4, 16, 64] if args.quick else [4, 8, 16, 32, 64, 128]
     batch = 4 if args.tiny else 256 if args.quick else 1024
     rk4_steps = 1000 if args.tiny else 100_000
     payload = {"machine": machine(), "mode": "tiny" if args.tiny else "quick" if args.quick else "full",
-               "cost": cost_rows(sizes, batch), "energy": energy_rows(rk4_steps, 100 if args.tiny else 1000),
-               "drift": drift_rows(100 if args.tiny else 5000, 50)}
+               "cost": cost_rows(sizes, batch, ("chain",) if args.tiny else ("chain", "binary_tree")),
+               "energy": energy_rows(rk4_steps, 100 if args.tiny else 1000),
+               "drift": drift_rows(100 if args.tiny else 5000, 50,
+                                   ("rk4_velocities", "generalized_leapfrog") if args.tiny else DRIFT_METHODS)}
     if not args.no_save:
         path = save("hamiltonian", payload)
         plot(payload, path.with_suffix(".png"))

@@ -685,11 +685,49 @@ def _trajopt_table(res):
     return lines
 
 
+def _seconds(s):
+    return f"{s * 1e3:.0f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def _sysid_table(res):
+    """The regressor against Pinocchio's, the Panda's identification, the box fit, and the arm's armatures
+    against ``mujoco.sysid``."""
+    lines = ["| identification | jaxmb | peer | jaxmb / peer (above 1: faster) |", "|---|---|---|---|"]
+    for r in res.get("regressor", []):
+        lines.append(f"| regressor, {r['robot']}, batch {r['batch']} (compile {r['compile_s']:.1f} s) | "
+                     f"{_rate(r['jaxmb_states_per_s'])} states/s | {_rate(r['pinocchio_loop_states_per_s'])} states/s"
+                     f" (Pinocchio `computeJointTorqueRegressor`, a loop) | {_fmt(r['ratio'], 'x')} |")
+    p = res.get("panda_identification")
+    if p:
+        lines.append(f"| Panda from {p['samples']} samples, 1 % noise: {p['n_base']} base parameters | error "
+                     f"{p['base_error_norm_relative']:.1e} relative, held-out rms / noise "
+                     f"{p['held_out_rms_over_noise_max']:.3f}; physical fit {_seconds(p['physical_fit_s'])} | - | - |")
+    for r in res.get("box_fit", []):
+        lines.append(f"| box friction and mass through `jaxmb.sim`, {r['method']} shooting, {r['steps']} steps "
+                     f"(compile {r['compile_s']:.1f} s) | {_seconds(r['fit_s'])}, {r['iterations']} iterations, error "
+                     f"{max(abs(e) for e in r['relative_error']):.1e} | - | - |")
+    arm = res.get("mujoco_sysid")
+    if arm:
+        one, many = arm["one"], arm["batch"]
+        lines.append(f"| arm's 5 armatures from {one['steps']} steps, one fit (compile {one['jaxmb_compile_s']:.1f} s)"
+                     f" | {_seconds(one['jaxmb_s'])}, {one['jaxmb_iterations']} iterations, error "
+                     f"{one['jaxmb_max_relative_error']:.1e} | `mujoco.sysid` {_seconds(one['mujoco_sysid_s'])}, "
+                     f"{one['mujoco_sysid_residual_calls']} residual calls, error "
+                     f"{one['mujoco_sysid_max_relative_error']:.1e} | {_fmt(one['ratio'], 'x')} |")
+        lines.append(f"| the same, {many['batch']} recordings (one `vmap`; compile {many['jaxmb_compile_s']:.1f} s) | "
+                     f"{_seconds(many['jaxmb_s'])}, error {many['jaxmb_max_relative_error']:.1e} | `mujoco.sysid` one "
+                     f"after another {_seconds(many['mujoco_sysid_s'])}, error "
+                     f"{many['mujoco_sysid_max_relative_error']:.1e} | {_fmt(many['ratio'], 'x')} |")
+        lines.append(f"| jaxmb's scene of the arm against MuJoCo's rollout | largest state difference "
+                     f"{one['jaxmb_follows_mujoco_max_abs']:.1e} | - | - |")
+    return lines
+
+
 SCRIPT_TABLES = {"compile": _compile_table, "dynamics": _dynamics_grid, "fused": _fused_table, "loops": _loops_table, "chains": _chains_table,
                  "mjx": _peer_table("mjx", "MJX"), "jaxsim": _peer_table("jaxsim", "jaxsim"),
                  "sim": _sim_table, "models": _models_table, "hamiltonian": _hamiltonian_table,
                  "partitioning": _partitioning_table, "sensitivity": _sensitivity_table, "envs": _envs_table,
-                 "trajopt": _trajopt_table}
+                 "trajopt": _trajopt_table, "sysid": _sysid_table}
 
 
 def script_table(stem, res):

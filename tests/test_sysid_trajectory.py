@@ -1,6 +1,7 @@
 """`jaxmb.sysid.trajectory`: a box pushed along the floor, sliding on its four corners (compliant contact): its
 friction coefficient and mass recovered within 1 % by single and by multiple shooting from 60 steps of positions and
-velocities with noise, starting 40 % and 25 % off. Float64."""
+velocities with noise, starting 40 % and 25 % off; and an MJCF arm's armatures recovered to round-off from MuJoCo's
+own recording of its motion (the fit of benchmarks/sysid.py against ``mujoco.sysid``). Float64."""
 
 import functools
 
@@ -11,7 +12,7 @@ import numpy as np
 import jaxmb
 from checks import fast_jit
 from jaxmb import joints, sysid
-from jaxmb.sim import box, make_scene, plane
+from jaxmb.sim import box, load_mjcf_scene, make_scene, plane
 
 HALF = (0.1, 0.08, 0.05)
 TRUE = (0.5, 1.3)  # friction coefficient, mass (kg)
@@ -66,3 +67,48 @@ def test_multiple_shooting_recovers_friction_mass_and_continuous_starts():
     assert fit.starts.shape == (3, 13)
     before = measured[np.array([STEPS // 3 - 1, 2 * STEPS // 3 - 1])]
     assert float(jnp.max(jnp.abs(fit.starts[1:] - before))) < 10 * NOISE
+
+
+ARM = """
+<mujoco model="arm3">
+  <option integrator="implicitfast" timestep="0.002"><flag contact="disable"/></option>
+  <worldbody>
+    <body name="l1" pos="0 0 0.1">
+      <inertial pos="0 0 0.06" mass="1.2" diaginertia="0.012 0.011 0.004"/>
+      <joint name="j1" type="hinge" axis="0 0 1" armature="0.45" damping="0.9"/>
+      <body name="l2" pos="0 0 0.12">
+        <inertial pos="0.01 0 0.05" mass="0.9" diaginertia="0.009 0.008 0.003"/>
+        <joint name="j2" type="hinge" axis="0 1 0" armature="0.35" damping="0.7"/>
+        <body name="l3" pos="0 0 0.1">
+          <inertial pos="0 0.01 0.05" mass="0.7" diaginertia="0.006 0.006 0.002"/>
+          <joint name="j3" type="hinge" axis="1 0 0" armature="0.25" damping="0.5"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><motor joint="j1"/><motor joint="j2"/><motor joint="j3"/></actuator>
+</mujoco>
+"""
+
+
+def test_an_mjcf_arms_armatures_come_back_to_round_off_from_mujocos_recording():
+    import mujoco
+    from mujoco import rollout
+
+    loaded = load_mjcf_scene(ARM)
+    scene, dt = loaded.scene, loaded.dt
+    t = np.arange(250) * dt
+    ctrl = np.array([4.0, 3.0, 2.0]) * np.sin(2 * np.pi * np.array([0.9, 1.3, 1.7]) * t[:, None] + np.arange(3))
+    m = loaded.mj
+    d = mujoco.MjData(m)
+    state = np.squeeze(rollout.rollout(m, d, np.r_[0.0, d.qpos, d.qvel], ctrl)[0], 0)  # (steps, time + q + qd)
+    measured = jnp.asarray(state[:, 1:])  # the state after each step
+    true = np.asarray(scene.model.armature)
+
+    def set_parameters(scene, theta):  # the armatures themselves (a log-parameter's cost is flat near zero)
+        return scene.replace(model=scene.model.replace(armature=theta))
+
+    fit = fast_jit(lambda theta: sysid.fit_single_shooting(set_parameters, theta, scene, jnp.zeros(6), measured, dt,
+                                                           ctrls=jnp.asarray(ctrl)))(jnp.asarray(0.5 * true))
+    assert bool(fit.converged) and float(fit.cost) < 1e-25
+    np.testing.assert_allclose(np.asarray(fit.theta), true, rtol=1e-12)

@@ -29,36 +29,48 @@ class LMResult(NamedTuple):
 def levenberg_marquardt(residual, x0, max_iterations=50, damping=1e-3, rtol=1e-10, xtol=1e-10) -> LMResult:
     """Minimize ``1/2 |residual(x)|^2`` from ``x0`` (p,); ``residual`` maps (p,) to (n,) and is differentiable.
     It stops when a step changes the cost by at most ``rtol`` of it, or ``x`` by at most ``xtol`` of its norm (a
-    step refused that small: no descent is left at round-off), or after ``max_iterations``."""
-    jac = jax.jacfwd(residual)
+    step refused that small: no descent is left at round-off), or after ``max_iterations``.
+
+    The program holds ``residual`` once: each pass of the loop linearizes at one trial point (``x0`` first), keeps
+    it where it lowers the cost, and proposes the next trial from the point kept, so that the residual's value and
+    its ``p`` tangents come from one forward-mode evaluation inside the loop and none outside it."""
+    eye = jnp.eye(x0.shape[0], dtype=x0.dtype)
+
+    def linearize(x):
+        """``r(x)`` (n,) and ``J(x)`` (n, p) from one evaluation: the value does not depend on the tangent."""
+        return jax.vmap(lambda t: jax.jvp(residual, (x,), (t,)), out_axes=(None, 1))(eye)
 
     def cost_of(r):
         return 0.5 * jnp.sum(r * r)
 
-    def linearize(x):
-        r = residual(x)
-        return r, jac(x)
-
-    def step(state):
-        x, r, J, lam, k, _ = state
+    def propose(x, r, J, lam):
+        """The damped Gauss-Newton step from ``x``, and the decrease of the cost its linear model predicts."""
         JtJ, g = J.T @ J, J.T @ r
         d = jnp.diag(JtJ)
         dx = jnp.linalg.solve(JtJ + lam * jnp.diag(jnp.maximum(d, 1e-12 * jnp.max(d))), -g)
-        x_new = x + dx
-        r_new, J_new = linearize(x_new)
+        return dx, -(g @ dx) - 0.5 * dx @ (JtJ @ dx)
+
+    def step(state):
+        x, r, J, lam, dx, predicted, k, _ = state
+        r_new, J_new = linearize(x + dx)
         c, c_new = cost_of(r), cost_of(r_new)
-        predicted = -(g @ dx) - 0.5 * dx @ (JtJ @ dx)  # the decrease the linear model predicts
+        first = k == 0  # the trial is x0 itself: nothing is kept yet
         gain = (c - c_new) / jnp.maximum(predicted, jnp.finfo(c.dtype).tiny)
-        better = jnp.isfinite(c_new) & (c_new < c)
-        small = (jnp.abs(c - c_new) <= rtol * c) | (jnp.linalg.norm(dx) <= xtol * (jnp.linalg.norm(x) + xtol))
-        lam = jnp.where(better, lam * jnp.maximum(1 / 3, 1 - (2 * gain - 1) ** 3), lam * 2)
+        better = first | (jnp.isfinite(c_new) & (c_new < c))
+        small = ~first & ((jnp.abs(c - c_new) <= rtol * c)
+                          | (jnp.linalg.norm(dx) <= xtol * (jnp.linalg.norm(x) + xtol)))
+        lam = jnp.where(first, lam, jnp.where(better, lam * jnp.maximum(1 / 3, 1 - (2 * gain - 1) ** 3), lam * 2))
         keep = lambda a, b: jnp.where(better, a, b)
-        return (keep(x_new, x), keep(r_new, r), keep(J_new, J), lam, k + 1, small)
+        x, r, J = keep(x + dx, x), keep(r_new, r), keep(J_new, J)
+        dx, predicted = propose(x, r, J, lam)
+        return (x, r, J, lam, dx, predicted, k + 1, small)
 
     def running(state):
-        return (state[4] < max_iterations) & ~state[5]
+        return (state[6] <= max_iterations) & ~state[7]
 
-    r0, J0 = linearize(x0)
-    init = (x0, r0, J0, jnp.asarray(damping, r0.dtype), jnp.asarray(0), jnp.asarray(False))
-    x, r, J, _, k, done = jax.lax.while_loop(running, step, init)
-    return LMResult(x=x, cost=cost_of(r), iterations=k, converged=done, jacobian=J)
+    n = jax.eval_shape(residual, x0).shape[0]
+    zero = jnp.zeros((), x0.dtype)
+    init = (x0, jnp.zeros(n, x0.dtype), jnp.zeros((n, x0.shape[0]), x0.dtype), jnp.asarray(damping, x0.dtype),
+            jnp.zeros_like(x0), zero, jnp.asarray(0), jnp.asarray(False))
+    x, r, J, _, _, _, k, done = jax.lax.while_loop(running, step, init)
+    return LMResult(x=x, cost=cost_of(r), iterations=k - 1, converged=done, jacobian=J)

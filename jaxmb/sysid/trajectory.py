@@ -18,7 +18,7 @@ derivatives where they are smooth).
   minus the next one's start (the continuity defects). Long or unstable horizons, where a single rollout drifts
   far from the data for a poor first ``theta``, stay near the data segment by segment.
 
-jaxmb writes its own Levenberg-Marquardt rather than taking optimistix's: forty lines in one `lax.while_loop`,
+jaxmb writes its own Levenberg-Marquardt rather than taking optimistix's: fifty lines in one `lax.while_loop`,
 the Jacobian by forward mode (as many tangents as parameters, the cheap direction here), no extra dependency.
 """
 
