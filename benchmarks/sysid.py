@@ -13,12 +13,13 @@
 3. A pushed box's friction and mass fitted through `jaxmb.sim` by single and multiple shooting: time and error.
 4. Against ``mujoco.sysid`` (``pip install "mujoco[sysid]"``) on one problem: the five armatures of a five-link
    arm (`ARM`, an MJCF file: implicitfast, joint damping, no contact) from a recording of MuJoCo's own rollout under
-   sinusoidal motor torques, from half the file's armatures. jaxmb's scene of the same file is first checked against the recording
-   (its largest state difference), then each tool fits: jaxmb by Levenberg-Marquardt on the exact Jacobian
-   (`jaxmb.sysid.fit_single_shooting`, one compiled program, its compile time apart), ``mujoco.sysid`` by its
-   box-bounded Levenberg-Marquardt on finite differences of threaded ``mujoco.rollout`` calls; then a batch of fits
-   of recordings with armatures drawn 30 % about the file's, from the same start: one ``jax.vmap`` against ``mujoco.sysid`` one
-   after another. Each row gives the wall time, the iterations and the largest relative error of the armatures.
+   sinusoidal motor torques, from half the file's armatures. jaxmb's scene of the same file is first checked
+   against the recording (its largest state difference), then each tool fits: jaxmb by Levenberg-Marquardt on the
+   exact Jacobian (`jaxmb.sysid.fit_single_shooting`, one compiled program, its compile time apart),
+   ``mujoco.sysid`` by its box-bounded Levenberg-Marquardt on finite differences of threaded ``mujoco.rollout``
+   calls; then a batch of fits of recordings with armatures drawn 30 % about the file's, from the same start: one
+   ``jax.vmap`` against ``mujoco.sysid`` one after another. Each row gives the wall time, the iterations (residual
+   calls for ``mujoco.sysid``) and the largest relative error of the armatures.
 
 Writes ``benchmarks/results/sysid-<backend>-<cores>core.json``.
 """
