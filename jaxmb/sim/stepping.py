@@ -103,14 +103,19 @@ def init_state(scene, q=None, qd=None, act=None, t=0.0) -> State:
         if not isinstance(closed, jax.core.Tracer) and not bool(closed):
             raise ValueError(f"init_state: the loops of {model.name!r} do not close from this q; pass a "
                              "configuration near an assembly (jaxmb.loops.solve_configuration)")
-    nc = scene.nc
-    if nc:
-        con = contacts(scene, forward_kinematics(tree, q))
-        contact = ContactState(con.dist, con.pos, con.frame, jnp.zeros((nc, 3), dtype))
-    else:
-        contact = ContactState(jnp.zeros(0, dtype), jnp.zeros((0, 3), dtype), jnp.zeros((0, 3, 3), dtype),
-                               jnp.zeros((0, 3), dtype))
-    return State(q, qd, jnp.asarray(t, dtype), act, jnp.zeros(scene.rows, dtype), contact, jnp.zeros((), jnp.int32))
+    return State(q, qd, jnp.asarray(t, dtype), act, jnp.zeros(scene.rows, dtype), _contact_state(scene, q),
+                 jnp.zeros((), jnp.int32))
+
+
+@eager_jit
+def _contact_state(scene, q) -> ContactState:
+    """The contact slots at ``q`` with zero forces: one program where `init_state` is called outside ``jit``."""
+    dtype, nc = scene.tree.mass.dtype, scene.nc
+    if not nc:
+        return ContactState(jnp.zeros(0, dtype), jnp.zeros((0, 3), dtype), jnp.zeros((0, 3, 3), dtype),
+                            jnp.zeros((0, 3), dtype))
+    con = contacts(scene, forward_kinematics(scene.tree, q))
+    return ContactState(con.dist, con.pos, con.frame, jnp.zeros((nc, 3), dtype))
 
 
 def _check_ctrl(scene, ctrl, dtype):
