@@ -247,11 +247,12 @@ def euler(scene, q, qd, ctrl, dt, warm, implicit=False, position_gains=True, cor
 
 
 def rk4(scene, q, qd, ctrl, dt, warm, applied=Applied()) -> Advance:
-    """Classical Runge-Kutta (module docstring) under the controls ``ctrl`` and the `jaxmb.sim.inputs.Applied`
-    inputs, the body wrenches re-expressed at each stage's pose. A closed-loop scene's stages move its spanning
-    ``q`` at ``G(q) yd``, whose exact flow keeps ``phi(q) = 0``, as classical stages in its coordinates; the end
-    of the step projects onto it. A scene with MuJoCo's soft constraints (`jaxmb.sim.impedance`) steps as
-    MuJoCo's RK4: it solves them at every stage, the stage's accelerations ``(v - v_s) / dt`` of the velocity
+    """Runge-Kutta of order four (module docstring) under the controls ``ctrl`` and the `jaxmb.sim.inputs.Applied`
+    inputs, the body wrenches re-expressed at each stage's pose: on an open tree Runge-Kutta-Munthe-Kaas stages
+    ``q (+) theta`` (`stage_configuration`, `stage_rates`), as MuJoCo's RK4. A closed-loop scene's stages move its
+    spanning ``q`` at ``G(q) yd``, whose exact flow keeps ``phi(q) = 0``, as classical stages in its coordinates;
+    the end of the step projects onto it. A scene with MuJoCo's soft constraints (`jaxmb.sim.impedance`) solves
+    them at every stage, as MuJoCo's RK4: the stage's accelerations ``(v - v_s) / dt`` of the velocity
     problem at the stage (its minimizer is the accelerations' problem's, whatever the ``dt``), the first stage's
     those of the step's start."""
     model, tree = scene.model, scene.tree
@@ -266,23 +267,26 @@ def rk4(scene, q, qd, ctrl, dt, warm, applied=Applied()) -> Advance:
         qdd = s.free.qdd if s.constraints.velocity is None else (s.constraints.velocity - v_s) / dt
         return qdd if closed else qdd - turning_rates(model, v_s)
 
-    def rate(q_s, v_s, s=None):
-        """``(dq/dt, dqd/dt)`` at a stage: the configuration's rate at ``q_s`` itself, whose quaternions the stages
-        move off the unit sphere, and the dynamics at its unit quaternions (`unit_quaternions`), as MuJoCo's
-        kinematics normalize them."""
+    def dynamics(q_s, v_s, s=None):
+        """``(qd, dqd/dt)`` at a stage: the joint velocities (a closed loop's ``G yd``) and the accelerations, at
+        the unit quaternions of ``q_s`` (`unit_quaternions`), as MuJoCo's kinematics normalize them."""
         q_u = unit_quaternions(tree, q_s)
         if soft:  # the rows solved at the stage
             s = start(scene, model, q_u, v_s, ctrl, dt, warm, applied, turning=not closed) if s is None else s
-            qd_s = s.free.G @ v_s if closed else v_s  # a closed loop's embedding G
-            return configuration_rate(tree, q_s, qd_s), solved(s, v_s)
+            return (s.free.G @ v_s if closed else v_s), solved(s, v_s)  # a closed loop's embedding G
         kin = kinematics(scene, q_u) if compliant or applied.xfrc is not None or scene.fluid is not None else None
         act = actuation(scene, model, q_u, v_s, ctrl, applied, None if kin is None else kin.T)
         f_ext = cf.f_ext
         if compliant:
             V = body_velocities(tree, q_u, act.qd)
             f_ext = compliant_contact_forces(scene, kin.T, kin.contacts, V, q_s.dtype)[0]
-        return configuration_rate(tree, q_s, act.qd), _accelerations(model, q_u, v_s, act.tau + cf.tau,
-                                                                     _plus(f_ext, act.f_applied))
+        return act.qd, _accelerations(model, q_u, v_s, act.tau + cf.tau, _plus(f_ext, act.f_applied))
+
+    def rate(q_s, v_s, s=None):
+        """``(dq/dt, dqd/dt)`` at a closed loop's stage: the configuration's rate at ``q_s`` itself, whose
+        quaternions the stages move off the unit sphere, and the dynamics."""
+        qd_s, qdd = dynamics(q_s, v_s, s)
+        return configuration_rate(tree, q_s, qd_s), qdd
 
     if closed:  # classical stages in the spanning coordinates
         k1 = rate(q, qd, s0 if soft else None)  # the step's start, whose rows are solved
@@ -298,7 +302,7 @@ def rk4(scene, q, qd, ctrl, dt, warm, applied=Applied()) -> Advance:
         in their joint frames' axes, `in_joint_axes`)."""
         q_s = stage_configuration(tree, q, theta)
         v_s = in_joint_axes(tree, q_s, w_s, inverse=True)
-        qdd = rate(q_s, v_s, s)[1]
+        qdd = dynamics(q_s, v_s, s)[1]
         return stage_rates(tree, q_s, theta, w_s), in_joint_axes(tree, q_s, qdd + turning_rates(tree, v_s))
 
     w = in_joint_axes(tree, q, qd)
