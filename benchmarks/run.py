@@ -712,7 +712,8 @@ def _sysid_table(res):
         lines.append(f"| arm's 5 armatures from {one['steps']} steps, one fit (compile {one['jaxmb_compile_s']:.1f} s)"
                      f" | {_seconds(one['jaxmb_s'])}, {one['jaxmb_iterations']} iterations, error "
                      f"{one['jaxmb_max_relative_error']:.1e} | `mujoco.sysid` {_seconds(one['mujoco_sysid_s'])}, "
-                     f"{one['mujoco_sysid_residual_calls']} residual calls, error "
+                     f"{one.get('mujoco_sysid_iterations', '?')} iterations "
+                     f"({one['mujoco_sysid_residual_calls']} residual calls), error "
                      f"{one['mujoco_sysid_max_relative_error']:.1e} | {_fmt(one['ratio'], 'x')} |")
         lines.append(f"| the same, {many['batch']} recordings (one `vmap`; compile {many['jaxmb_compile_s']:.1f} s) | "
                      f"{_seconds(many['jaxmb_s'])}, error {many['jaxmb_max_relative_error']:.1e} | `mujoco.sysid` one "

@@ -221,7 +221,8 @@ def mujoco_recording(armature, ctrl):
 
 def mujoco_sysid_fit(armature, t, ctrl, start):
     """``mujoco.sysid``'s fit of the five armatures to MuJoCo's recording with ``armature``, from ``start`` (5,):
-    (armatures found, seconds, residual calls)."""
+    (armatures found, seconds, iterations, residual calls). Its solver's iterations are the entries of the log
+    that its verbose mode keeps (``extras["objective"]``)."""
     from mujoco import sysid as mjsysid
 
     spec, m, initial, times, _, sensor = mujoco_recording(armature, ctrl)
@@ -240,9 +241,10 @@ def mujoco_sysid_fit(armature, t, ctrl, start):
         return residual(x, p)
 
     t0 = time.perf_counter()
-    found, _ = mjsysid.optimize(initial_params=params, residual_fn=counted, optimizer="mujoco", verbose=False)
+    found, result = mjsysid.optimize(initial_params=params, residual_fn=counted, optimizer="mujoco", verbose=False)
     seconds = time.perf_counter() - t0
-    return np.array([found[f"{n}_armature"].value[0] for n in ARM_JOINTS]), seconds, calls[0]
+    return (np.array([found[f"{n}_armature"].value[0] for n in ARM_JOINTS]), seconds,
+            len(result.extras["objective"]), calls[0])
 
 
 def mujoco_sysid_rows(duration, batch):
@@ -277,8 +279,8 @@ def mujoco_sysid_rows(duration, batch):
     out = jax.block_until_ready(compiled(jnp.asarray(states)))
     one.update(jaxmb_compile_s=seconds, jaxmb_s=time.perf_counter() - t0, jaxmb_iterations=int(out.iterations),
                jaxmb_max_relative_error=float(np.max(np.abs(np.asarray(out.theta) / nominal - 1))))
-    found, peer_s, calls = mujoco_sysid_fit(nominal, t, ctrl, guess)
-    one.update(mujoco_sysid_s=peer_s, mujoco_sysid_residual_calls=calls,
+    found, peer_s, iterations, calls = mujoco_sysid_fit(nominal, t, ctrl, guess)
+    one.update(mujoco_sysid_s=peer_s, mujoco_sysid_iterations=iterations, mujoco_sysid_residual_calls=calls,
                mujoco_sysid_max_relative_error=float(np.max(np.abs(found / nominal - 1))),
                ratio=peer_s / one["jaxmb_s"])
     print("one fit:", one, flush=True)
@@ -291,7 +293,7 @@ def mujoco_sysid_rows(duration, batch):
     many = {"batch": batch, "jaxmb_compile_s": seconds, "jaxmb_s": time.perf_counter() - t0,
             "jaxmb_max_relative_error": float(np.max(np.abs(np.asarray(outs.theta) / truths - 1)))}
     peer = [mujoco_sysid_fit(a, t, ctrl, guess) for a in truths]
-    errors = [np.max(np.abs(found / a - 1)) for (found, _, _), a in zip(peer, truths)]
+    errors = [np.max(np.abs(found / a - 1)) for (found, *_), a in zip(peer, truths)]
     many.update(mujoco_sysid_s=sum(p[1] for p in peer), mujoco_sysid_max_relative_error=float(max(errors)))
     many["ratio"] = many["mujoco_sysid_s"] / many["jaxmb_s"]
     print(f"{batch} fits:", many, flush=True)

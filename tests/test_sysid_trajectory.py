@@ -1,7 +1,8 @@
 """`jaxmb.sysid.trajectory`: a box pushed along the floor, sliding on its four corners (compliant contact): its
 friction coefficient and mass recovered within 1 % by single and by multiple shooting from 60 steps of positions and
-velocities with noise, starting 40 % and 25 % off; and an MJCF arm's armatures recovered to round-off from MuJoCo's
-own recording of its motion (the fit of benchmarks/sysid.py against ``mujoco.sysid``). Float64."""
+velocities with noise, starting 40 % and 25 % off; the shipped quadruped's link masses and foot friction through
+its feet's contacts; and an MJCF arm's armatures recovered to round-off from MuJoCo's own recording of its motion
+(the fit of benchmarks/sysid.py against ``mujoco.sysid``). Float64."""
 
 import functools
 
@@ -11,7 +12,7 @@ import numpy as np
 
 import jaxmb
 from checks import fast_jit
-from jaxmb import joints, sysid
+from jaxmb import assets, joints, sim, sysid
 from jaxmb.sim import box, load_mjcf_scene, make_scene, plane
 
 HALF = (0.1, 0.08, 0.05)
@@ -68,6 +69,40 @@ def test_multiple_shooting_recovers_friction_mass_and_continuous_starts():
     before = measured[np.array([STEPS // 3 - 1, 2 * STEPS // 3 - 1])]
     assert float(jnp.max(jnp.abs(fit.starts[1:] - before))) < 10 * NOISE
 
+
+
+def test_a_quadrupeds_link_masses_and_foot_friction_come_back_through_its_contacts():
+    """The quadruped dropped onto its feet (compliant contact, the implicit integrator) while its servos sway its
+    legs: the trunk's, thighs' and calves' masses and the floor's friction, from 0.2 s of states with 1e-5 noise,
+    starting 20-30 % off, within 1e-4 relative."""
+    path = assets.path("quadruped.urdf")
+    model = jaxmb.load_urdf(path, floating_base=True)
+    feet = sim.urdf_geometry(path, model)
+    scene = make_scene(model, [plane(name="floor", friction=0.8)] + feet,
+                       actuators=[sim.position(j, kp=60.0, kv=2.0, force_limit=25.0) for j in model.joint_names[1:]],
+                       pairs_include=[("floor", g.name) for g in feet], contact="compliant", stiffness=5e4,
+                       dissipation=2.0, slip_velocity=0.05)
+    thighs = np.array([i for i, n in enumerate(model.body_names) if n.endswith("thigh")])
+    calves = np.array([i for i, n in enumerate(model.body_names) if n.endswith("calf")])
+
+    def set_parameters(scene, theta):
+        trunk, thigh, calf, mu = theta
+        mass = scene.model.mass.at[0].set(trunk).at[thighs].set(thigh).at[calves].set(calf)
+        return scene.replace(model=scene.model.replace(mass=mass),
+                             geometry=scene.geometry.replace(friction=scene.geometry.friction.at[0].set(mu)))
+
+    steps, dt = 200, 1e-3
+    q0 = jnp.asarray(assets.quadruped_standing())  # the feet 2.4 cm above the floor
+    ctrls = q0[7:] + 0.25 * jnp.sin(2 * np.pi * 3 * jnp.arange(steps)[:, None] * dt + jnp.arange(12))
+    start = jnp.concatenate([q0, jnp.zeros(model.nv)])
+    true = jnp.array([5.0, 0.9, 0.25, 0.8])
+    exact = fast_jit(sysid.simulate, static_argnums=(3,))(set_parameters(scene, true), start, dt, steps, None, None,
+                                                          ctrls)
+    measured = exact + NOISE * jax.random.normal(jax.random.PRNGKey(1), exact.shape)
+    fit = fast_jit(lambda theta: sysid.fit_single_shooting(set_parameters, theta, scene, start, measured, dt,
+                                                           ctrls=ctrls))(true * jnp.array([0.8, 1.2, 1.3, 0.7]))
+    assert bool(fit.converged)
+    assert float(jnp.max(jnp.abs(fit.theta / true - 1))) < 1e-4, fit.theta
 
 ARM = """
 <mujoco model="arm3">
