@@ -675,6 +675,9 @@ def _trajopt_table(res):
     for r in res.get("results", []):
         if "per_step_s" in r:
             solve, its = f"{r['per_step_s'] * 1e3:.1f} ms a control step", f"{r['mean_iterations']:.1f} a solve"
+        elif "cost_over_fddp" in r:
+            solve = f"{r['solve_s']:.2f} s"
+            its = f"{r['updates']} updates: cost {r['cost_over_fddp']:.3g}x FDDP's, gap {r['gaps']:.0e}"
         else:
             solve = f"{r['solve_s'] * 1e3:.1f} ms" if r["solve_s"] < 1 else f"{r['solve_s']:.2f} s"
             its = str(r.get("iterations", r.get("max_iterations", "-")))

@@ -8,7 +8,8 @@ Rows: compile seconds of the jitted solve; seconds to convergence (best of repea
 iteration, with Crocoddyl's FDDP on the same problem (``benchmarks/crocoddyl_peer.py`` in the Python that
 ``JAXMB_CROCODDYL_PYTHON`` names, one thread) and the ratio; a batch of targets solved by one ``jax.vmap`` against
 Crocoddyl solving them one after another; MPC's seconds per control step (one warm-started solve of at most ten
-iterations and two simulator steps). The Talos problem is the reduced Talos floating free (no contact) reaching
+iterations and two simulator steps); the first-order baselines (`jaxmb.trajopt.single_shooting` and
+`multiple_shooting` by optax's adam) on the Panda reach: their time and the cost they reach over FDDP's. The Talos problem is the reduced Talos floating free (no contact) reaching
 with its left gripper from its neutral configuration, its 32 joints actuated; its two costs differ (the state
 regularization's reference and the floating base's coordinates are each library's own, not mapped onto one
 another), so its row compares seconds per iteration, not solutions.
@@ -88,6 +89,26 @@ def single(name, problem, xs, us, spec, croc, rows, repeats):
              f"{row['crocoddyl_cost']:.10g}; ratio {row['ratio']:.2f}" if croc is not None else ""), flush=True)
 
 
+def shooting_baselines(problem, xs, us, rows, fddp, steps, rounds):
+    """First-order single and multiple shooting (optax's adam) on the problem FDDP solved (``fddp`` its row):
+    compile, wall time, and the cost they reach over FDDP's."""
+    import optax
+
+    for name, solve, updates in (
+            ("single shooting (adam)", lambda p, xs, us: trajopt.single_shooting(
+                p, us, optimizer=optax.adam(0.1), steps=steps), steps),
+            ("multiple shooting (adam, augmented Lagrangian)", lambda p, xs, us: trajopt.multiple_shooting(
+                p, xs, us, optimizer=optax.adam(3e-2), steps=steps // rounds, rounds=rounds), steps)):
+        compile_s, compiled = compile_time(jaxmb.jit(solve), problem, xs, us)
+        seconds, sol = best(compiled, problem, xs, us, repeats=1)
+        row = {"problem": f"{fddp['problem']}, {name}", "compile_s": compile_s, "solve_s": seconds,
+               "updates": updates, "cost": float(sol.cost), "gaps": float(sol.gaps),
+               "cost_over_fddp": float(sol.cost) / fddp["cost"]}
+        rows.append(row)
+        print(f"{row['problem']}: compile {compile_s:.1f} s, {seconds:.2f} s for {updates} updates, cost "
+              f"{row['cost']:.6g} ({row['cost_over_fddp']:.3g}x FDDP's), largest gap {row['gaps']:.1e}", flush=True)
+
+
 def batch(model, n, croc, rows, horizon):
     rng = np.random.default_rng(0)
     targets = jnp.asarray(rng.uniform((0.3, -0.3, 0.3), (0.6, 0.3, 0.6), (n, 3)))
@@ -152,6 +173,7 @@ def main():
     single("panda reach", problem, xs, us, dict(spec, horizon=horizon), croc, rows, 1 if args.tiny else 10)
     if not (args.tiny or args.quick):
         single("talos whole-body reach (no contact)", *talos_reach(50), croc, rows, 3)
+    shooting_baselines(problem, xs, us, rows, rows[0], *((100, 2) if args.tiny else (3000, 10)))
     if not args.tiny:
         batch(model, 64 if args.quick else 256, croc, rows, horizon)
         mpc(model, 50, rows, 30)

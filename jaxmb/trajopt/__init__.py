@@ -1,6 +1,7 @@
 """Trajectory optimization on jaxmb's analytic derivatives: shooting problems (`problem`, `costs`, `state`), DDP,
 FDDP and box-FDDP as Crocoddyl's (`solver`, `riccati`, `boxqp`), implicit derivatives of the optimum (`implicit`),
-model-predictive control on `jaxmb.sim` (`mpc`), the Panda reach of the tests and benchmark (`reach`).
+model-predictive control on `jaxmb.sim` (`mpc`), first-order single and multiple shooting by optax (`shooting`), the
+Panda reach of the tests and benchmark (`reach`).
 
 >>> from jaxmb import trajopt
 >>> problem = trajopt.shooting_problem(model, x0, dt, N, running=[...], terminal=[...])
@@ -40,5 +41,6 @@ from jaxmb.trajopt.problem import (
     step_derivatives,
     total_cost,
 )
+from jaxmb.trajopt.shooting import ShootingSolution, multiple_shooting, single_shooting
 from jaxmb.trajopt.solver import METHODS, Options, Solution, initial_guess, solve
 from jaxmb.trajopt.state import difference, integrate_state
