@@ -9,8 +9,9 @@ iteration, with Crocoddyl's FDDP on the same problem (``benchmarks/crocoddyl_pee
 ``JAXMB_CROCODDYL_PYTHON`` names, one thread) and the ratio; a batch of targets solved by one ``jax.vmap`` against
 Crocoddyl solving them one after another; MPC's seconds per control step (one warm-started solve of at most ten
 iterations and two simulator steps); the first-order baselines (`jaxmb.trajopt.single_shooting` and
-`multiple_shooting` by optax's adam) on the Panda reach: their time and the cost they reach over FDDP's. The Talos problem is the reduced Talos floating free (no contact) reaching
-with its left gripper from its neutral configuration, its 32 joints actuated; its two costs differ (the state
+`multiple_shooting` by optax's adam) on the Panda reach: their time and the cost they reach over FDDP's. The
+Talos problem is the reduced Talos floating free (no contact) reaching with its left gripper from its neutral
+configuration, its 32 joints actuated; its two costs differ (the state
 regularization's reference and the floating base's coordinates are each library's own, not mapped onto one
 another), so its row compares seconds per iteration, not solutions.
 """
