@@ -44,7 +44,8 @@ class ShootingSolution(NamedTuple):
 
 
 def _descend(objective, variables, optimizer, steps, project):
-    """``steps`` updates of ``optimizer`` on ``objective``; the variables after each are ``project``ed."""
+    """``steps`` updates of ``optimizer`` on ``objective``; the variables after each are ``project``ed. Each update
+    is handed the value and the objective too, which optimizers with a line search (``optax.lbfgs``) take."""
     optimizer = optax.with_extra_args_support(optimizer)
     state = optimizer.init(variables)
 
