@@ -26,6 +26,20 @@ class LMResult(NamedTuple):
     jacobian: jnp.ndarray
 
 
+class _Iterate(NamedTuple):
+    """The loop's state: the point kept ``x`` with its residual ``r`` and Jacobian ``J``, the damping ``lam``, the
+    next trial step ``dx`` and the decrease ``predicted`` for it, the passes ``k``, and whether the last stopped."""
+
+    x: jnp.ndarray
+    r: jnp.ndarray
+    J: jnp.ndarray
+    lam: jnp.ndarray
+    dx: jnp.ndarray
+    predicted: jnp.ndarray
+    k: jnp.ndarray
+    done: jnp.ndarray
+
+
 def levenberg_marquardt(residual, x0, max_iterations=50, damping=1e-3, rtol=1e-10, xtol=1e-10) -> LMResult:
     """Minimize ``1/2 |residual(x)|^2`` from ``x0`` (p,); ``residual`` maps (p,) to (n,) and is differentiable.
     It stops when a step changes the cost by at most ``rtol`` of it, or ``x`` by at most ``xtol`` of its norm (a
@@ -50,8 +64,8 @@ def levenberg_marquardt(residual, x0, max_iterations=50, damping=1e-3, rtol=1e-1
         dx = jnp.linalg.solve(JtJ + lam * jnp.diag(jnp.maximum(d, 1e-12 * jnp.max(d))), -g)
         return dx, -(g @ dx) - 0.5 * dx @ (JtJ @ dx)
 
-    def step(state):
-        x, r, J, lam, dx, predicted, k, _ = state
+    def step(it: _Iterate) -> _Iterate:
+        x, r, J, lam, dx, predicted, k = it.x, it.r, it.J, it.lam, it.dx, it.predicted, it.k
         r_new, J_new = linearize(x + dx)
         c, c_new = cost_of(r), cost_of(r_new)
         first = k == 0  # the trial is x0 itself: nothing is kept yet
@@ -63,14 +77,14 @@ def levenberg_marquardt(residual, x0, max_iterations=50, damping=1e-3, rtol=1e-1
         keep = lambda a, b: jnp.where(better, a, b)
         x, r, J = keep(x + dx, x), keep(r_new, r), keep(J_new, J)
         dx, predicted = propose(x, r, J, lam)
-        return (x, r, J, lam, dx, predicted, k + 1, small)
+        return _Iterate(x, r, J, lam, dx, predicted, k + 1, small)
 
-    def running(state):
-        return (state[6] <= max_iterations) & ~state[7]
+    def running(it: _Iterate):
+        return (it.k <= max_iterations) & ~it.done
 
     n = jax.eval_shape(residual, x0).shape[0]
-    zero = jnp.zeros((), x0.dtype)
-    init = (x0, jnp.zeros(n, x0.dtype), jnp.zeros((n, x0.shape[0]), x0.dtype), jnp.asarray(damping, x0.dtype),
-            jnp.zeros_like(x0), zero, jnp.asarray(0), jnp.asarray(False))
-    x, r, J, _, _, _, k, done = jax.lax.while_loop(running, step, init)
-    return LMResult(x=x, cost=cost_of(r), iterations=k - 1, converged=done, jacobian=J)
+    init = _Iterate(x=x0, r=jnp.zeros(n, x0.dtype), J=jnp.zeros((n, x0.shape[0]), x0.dtype),
+                    lam=jnp.asarray(damping, x0.dtype), dx=jnp.zeros_like(x0), predicted=jnp.zeros((), x0.dtype),
+                    k=jnp.asarray(0), done=jnp.asarray(False))
+    out = jax.lax.while_loop(running, step, init)
+    return LMResult(x=out.x, cost=cost_of(out.r), iterations=out.k - 1, converged=out.done, jacobian=out.J)
