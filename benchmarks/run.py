@@ -668,6 +668,11 @@ def _envs_table(res):
 
 
 
+def _seconds(s):
+    """``37.9 ms`` below a second, ``2.37 s`` above."""
+    return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
+
+
 def _trajopt_table(res):
     """Each trajopt problem's compile seconds and solve time, with Crocoddyl's where the run had the peer."""
     lines = ["| trajopt problem | compile | solve | iterations | Crocoddyl | jaxmb / Crocoddyl (above 1: faster) |",
@@ -679,17 +684,12 @@ def _trajopt_table(res):
             solve = f"{r['solve_s']:.2f} s"
             its = f"{r['updates']} updates: cost {r['cost_over_fddp']:.3g}x FDDP's, gap {r['gaps']:.0e}"
         else:
-            solve = f"{r['solve_s'] * 1e3:.1f} ms" if r["solve_s"] < 1 else f"{r['solve_s']:.2f} s"
+            solve = _seconds(r["solve_s"])
             its = str(r.get("iterations", r.get("max_iterations", "-")))
-        croc = "-" if "crocoddyl_s" not in r else (f"{r['crocoddyl_s'] * 1e3:.1f} ms" if r["crocoddyl_s"] < 1
-                                                    else f"{r['crocoddyl_s']:.2f} s")
+        croc = _seconds(r["crocoddyl_s"]) if "crocoddyl_s" in r else "-"
         ratio = _fmt(r["crocoddyl_s"] / r["solve_s"], "x") if "crocoddyl_s" in r else "-"
         lines.append(f"| {r['problem']} | {r['compile_s']:.1f} s | {solve} | {its} | {croc} | {ratio} |")
     return lines
-
-
-def _seconds(s):
-    return f"{s * 1e3:.0f} ms" if s < 1 else f"{s:.2f} s"
 
 
 def _sysid_table(res):
@@ -715,7 +715,7 @@ def _sysid_table(res):
         lines.append(f"| arm's 5 armatures from {one['steps']} steps, one fit (compile {one['jaxmb_compile_s']:.1f} s)"
                      f" | {_seconds(one['jaxmb_s'])}, {one['jaxmb_iterations']} iterations, error "
                      f"{one['jaxmb_max_relative_error']:.1e} | `mujoco.sysid` {_seconds(one['mujoco_sysid_s'])}, "
-                     f"{one.get('mujoco_sysid_iterations', '?')} iterations "
+                     f"{one['mujoco_sysid_iterations']} iterations "
                      f"({one['mujoco_sysid_residual_calls']} residual calls), error "
                      f"{one['mujoco_sysid_max_relative_error']:.1e} | {_fmt(one['ratio'], 'x')} |")
         lines.append(f"| the same, {many['batch']} recordings (one `vmap`; compile {many['jaxmb_compile_s']:.1f} s) | "

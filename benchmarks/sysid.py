@@ -219,13 +219,14 @@ def mujoco_recording(armature, ctrl):
     return spec, m, initial, state[:, 0], state[:, 1:1 + m.nq + m.nv], np.squeeze(sensor, 0)
 
 
-def mujoco_sysid_fit(armature, t, ctrl, start):
-    """``mujoco.sysid``'s fit of the five armatures to MuJoCo's recording with ``armature``, from ``start`` (5,):
+def mujoco_sysid_fit(recording, armature, t, ctrl, start):
+    """``mujoco.sysid``'s fit of the five armatures to MuJoCo's ``recording`` (`mujoco_recording`) with
+    ``armature``, from ``start`` (5,):
     (armatures found, seconds, iterations, residual calls). Its solver's iterations are the entries of the log
     that its verbose mode keeps (``extras["objective"]``)."""
     from mujoco import sysid as mjsysid
 
-    spec, m, initial, times, _, sensor = mujoco_recording(armature, ctrl)
+    spec, m, initial, times, _, sensor = recording
     params = mjsysid.ParameterDict()
     for name, a, a0 in zip(ARM_JOINTS, armature, start):
         params.add(mjsysid.Parameter(f"{name}_armature", nominal=float(a), min_value=0.001, max_value=2.0,
@@ -270,7 +271,8 @@ def mujoco_sysid_rows(duration, batch):
     def fit(measured):
         return sysid.fit_single_shooting(set_parameters, jnp.asarray(guess), scene, start, measured, dt, ctrls=ctrls)
 
-    *_, states, _ = mujoco_recording(nominal, ctrl)
+    recording = mujoco_recording(nominal, ctrl)
+    states = recording[4]
     following = float(np.max(np.abs(np.asarray(jax.jit(sysid.simulate, static_argnums=(3,))(
         scene, start, dt, len(ctrls), None, None, ctrls)) - states)))
     one = {"steps": len(ctrls), "jaxmb_follows_mujoco_max_abs": following}
@@ -279,20 +281,21 @@ def mujoco_sysid_rows(duration, batch):
     out = jax.block_until_ready(compiled(jnp.asarray(states)))
     one.update(jaxmb_compile_s=seconds, jaxmb_s=time.perf_counter() - t0, jaxmb_iterations=int(out.iterations),
                jaxmb_max_relative_error=float(np.max(np.abs(np.asarray(out.theta) / nominal - 1))))
-    found, peer_s, iterations, calls = mujoco_sysid_fit(nominal, t, ctrl, guess)
+    found, peer_s, iterations, calls = mujoco_sysid_fit(recording, nominal, t, ctrl, guess)
     one.update(mujoco_sysid_s=peer_s, mujoco_sysid_iterations=iterations, mujoco_sysid_residual_calls=calls,
                mujoco_sysid_max_relative_error=float(np.max(np.abs(found / nominal - 1))),
                ratio=peer_s / one["jaxmb_s"])
     print("one fit:", one, flush=True)
 
     truths = nominal * np.random.default_rng(0).uniform(0.7, 1.3, (batch, 5))
-    recordings = jnp.asarray(np.stack([mujoco_recording(a, ctrl)[4] for a in truths]))
+    recorded = [mujoco_recording(a, ctrl) for a in truths]
+    recordings = jnp.asarray(np.stack([r[4] for r in recorded]))
     seconds, compiled = compile_time(jax.jit(jax.vmap(fit)), recordings)
     t0 = time.perf_counter()
     outs = jax.block_until_ready(compiled(recordings))
     many = {"batch": batch, "jaxmb_compile_s": seconds, "jaxmb_s": time.perf_counter() - t0,
             "jaxmb_max_relative_error": float(np.max(np.abs(np.asarray(outs.theta) / truths - 1)))}
-    peer = [mujoco_sysid_fit(a, t, ctrl, guess) for a in truths]
+    peer = [mujoco_sysid_fit(r, a, t, ctrl, guess) for r, a in zip(recorded, truths)]
     errors = [np.max(np.abs(found / a - 1)) for (found, *_), a in zip(peer, truths)]
     many.update(mujoco_sysid_s=sum(p[1] for p in peer), mujoco_sysid_max_relative_error=float(max(errors)))
     many["ratio"] = many["mujoco_sysid_s"] / many["jaxmb_s"]
